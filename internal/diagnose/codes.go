@@ -1,0 +1,67 @@
+package diagnose
+
+import (
+	"sort"
+
+	"github.com/accel-doctor/accel-doctor/internal/report"
+)
+
+// Code is the catalog entry of a finding code: what `explain CODE` prints.
+type Code struct {
+	Code        string
+	Layer       report.Layer
+	Title       string // one line
+	Explain     string // the long form: what it means, how it was decided, why it matters
+	Remediation string // what to do, for non-PASS findings
+}
+
+// CodeCheckCrashed is emitted by Run itself when a check panics.
+const CodeCheckCrashed = "CHECK_CRASHED"
+
+var coreCodes = []Code{{
+	Code:  CodeCheckCrashed,
+	Title: "a check stopped with an internal error",
+	Explain: `A check of accel-doctor panicked. The other checks still ran and their
+findings stand; this one could not look, so it is NOT_RUN. The evidence holds
+the stack trace.`,
+	Remediation: "Report a bug with the output of `accel-doctor snapshot -o snap.tar.gz` and this report.",
+}}
+
+// catalogs is the explicit list of every layer's codes.
+func catalogs() [][]Code {
+	return [][]Code{coreCodes, pciCodes, driverCodes, devnodeCodes, cgroupCodes}
+}
+
+// Codes returns the whole catalog, sorted by code.
+func Codes() []Code {
+	var all []Code
+	for _, c := range catalogs() {
+		all = append(all, c...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].Code < all[j].Code })
+	return all
+}
+
+// LookupCode finds a code's catalog entry.
+func LookupCode(code string) (Code, bool) {
+	for _, cs := range catalogs() {
+		for _, c := range cs {
+			if c.Code == code {
+				return c, true
+			}
+		}
+	}
+	return Code{}, false
+}
+
+// Registry returns every check, in layer order. It is explicit on purpose:
+// no init() registration, so the list is read here and a test can reject
+// duplicate IDs and undeclared codes.
+func Registry() []Check {
+	var all []Check
+	all = append(all, pciChecks()...)
+	all = append(all, driverChecks()...)
+	all = append(all, devnodeChecks()...)
+	all = append(all, cgroupChecks()...)
+	return all
+}

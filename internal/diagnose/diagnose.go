@@ -1,0 +1,198 @@
+package diagnose
+
+import (
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+	"github.com/accel-doctor/accel-doctor/internal/report"
+)
+
+// Options select what a run looks at.
+type Options struct {
+	Layers  []report.Layer // empty: every layer the registry has
+	Devices []string       // PCI addresses to restrict to; empty: all
+	PID     int            // process whose cgroup the cgroup layer judges; 0: our own
+	Cgroup  string         // a cgroup path instead of a PID
+	Probe   bool           // run functional probes (layer 8)
+}
+
+// Env is what checks share during one run: the host root, the options,
+// readers' results (each read once) and the findings so far.
+type Env struct {
+	Root *hostfs.Root
+	Opts Options
+
+	mu       sync.Mutex
+	memo     map[string]memoEntry
+	devices  []report.Device
+	findings []report.Finding
+}
+
+type memoEntry struct {
+	v   any
+	err error
+}
+
+// NewEnv returns an environment for one run over root.
+func NewEnv(root *hostfs.Root, opts Options) *Env {
+	return &Env{Root: root, Opts: opts, memo: map[string]memoEntry{}}
+}
+
+// memo runs fn once per key and env; readers are called through it so that
+// several checks can share one scan.
+func memo[T any](e *Env, key string, fn func() (T, error)) (T, error) {
+	e.mu.Lock()
+	if m, ok := e.memo[key]; ok {
+		e.mu.Unlock()
+		v, _ := m.v.(T)
+		return v, m.err
+	}
+	e.mu.Unlock()
+	v, err := fn()
+	e.mu.Lock()
+	e.memo[key] = memoEntry{v: v, err: err}
+	e.mu.Unlock()
+	return v, err
+}
+
+// AddDevice records an accelerator for the report's device list.
+func (e *Env) AddDevice(d report.Device) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := range e.devices {
+		if e.devices[i].ID == d.ID {
+			e.devices[i] = d
+			return
+		}
+	}
+	e.devices = append(e.devices, d)
+}
+
+// WantDevice reports whether the run is restricted away from the device id.
+func (e *Env) WantDevice(id string) bool {
+	return len(e.Opts.Devices) == 0 || slices.Contains(e.Opts.Devices, id)
+}
+
+// FailedBelow returns the first FAIL recorded for subject at a layer below
+// l, so that later layers can say NOT_RUN "earlier layer failed" instead of
+// piling consequences on one cause.
+func (e *Env) FailedBelow(subject string, l report.Layer) (report.Finding, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, f := range e.findings {
+		if f.Subject == subject && f.Layer < l && f.Status == report.Fail {
+			return f, true
+		}
+	}
+	return report.Finding{}, false
+}
+
+// Check is one entry of the registry.
+type Check struct {
+	ID    string       // stable, unique: "pci.link"
+	Layer report.Layer // where its findings belong
+	Title string       // what it checks, one line
+	Codes []string     // every finding code it may emit
+	Run   func(e *Env, out *Out)
+}
+
+// Out collects one check's findings.
+type Out struct {
+	check    *Check
+	findings []report.Finding
+}
+
+// Add records a finding of the check. The remediation of a non-PASS finding
+// defaults to the code's catalog entry.
+func (o *Out) Add(code string, st report.Status, subject, summary string, ev ...report.Evidence) *report.Finding {
+	f := report.Finding{Check: o.check.ID, Code: code, Layer: o.check.Layer, Status: st, Subject: subject, Summary: summary, Evidence: ev}
+	if st != report.Pass {
+		if c, ok := LookupCode(code); ok {
+			f.Remediation = c.Remediation
+		}
+	}
+	o.findings = append(o.findings, f)
+	return &o.findings[len(o.findings)-1]
+}
+
+// NotRun records that the check could not look, and why.
+func (o *Out) NotRun(code, subject, summary, reason string, ev ...report.Evidence) *report.Finding {
+	f := o.Add(code, report.NotRun, subject, summary, ev...)
+	f.Reason = reason
+	return f
+}
+
+// Ev is shorthand for one evidence line.
+func Ev(path, value string) report.Evidence { return report.Evidence{Path: path, Value: value} }
+
+// Meta describes where a run's input came from.
+type Meta struct {
+	Tool    string
+	Command string
+	Source  string
+}
+
+// Run runs the checks (in registry order, which is layer order) and
+// returns the report with its verdict.
+func Run(e *Env, checks []Check, meta Meta) *report.Report {
+	rep := &report.Report{
+		SchemaVersion: report.SchemaVersion,
+		Tool:          meta.Tool,
+		Command:       meta.Command,
+		Source:        meta.Source,
+		Root:          e.Root.Dir(),
+		Generated:     time.Now().UTC().Truncate(time.Second),
+	}
+	layers := e.Opts.Layers
+	if len(layers) == 0 {
+		for _, c := range checks {
+			if !slices.Contains(layers, c.Layer) {
+				layers = append(layers, c.Layer)
+			}
+		}
+	}
+	sort.Slice(layers, func(i, j int) bool { return layers[i] < layers[j] })
+	rep.Layers = layers
+	ordered := slices.Clone(checks)
+	sort.SliceStable(ordered, func(i, j int) bool { return ordered[i].Layer < ordered[j].Layer })
+	for i := range ordered {
+		c := &ordered[i]
+		if !slices.Contains(layers, c.Layer) {
+			continue
+		}
+		fs := runOne(e, c)
+		e.mu.Lock()
+		e.findings = append(e.findings, fs...)
+		e.mu.Unlock()
+	}
+	e.mu.Lock()
+	rep.Findings = slices.Clone(e.findings)
+	rep.Devices = slices.Clone(e.devices)
+	e.mu.Unlock()
+	sort.SliceStable(rep.Devices, func(i, j int) bool { return rep.Devices[i].ID < rep.Devices[j].ID })
+	rep.Decide()
+	return rep
+}
+
+// runOne runs a check, turning a panic into a NOT_RUN finding: a bug in one
+// check must not hide what the others found.
+func runOne(e *Env, c *Check) (fs []report.Finding) {
+	out := &Out{check: c}
+	defer func() {
+		if p := recover(); p != nil {
+			fs = append(out.findings, report.Finding{
+				Check: c.ID, Code: CodeCheckCrashed, Layer: c.Layer, Status: report.NotRun,
+				Subject: "host", Summary: fmt.Sprintf("check %s stopped with an internal error", c.ID),
+				Reason:   fmt.Sprintf("panic: %v", p),
+				Evidence: []report.Evidence{{Value: string(debug.Stack())}},
+			})
+		}
+	}()
+	c.Run(e, out)
+	return out.findings
+}

@@ -1,0 +1,409 @@
+package hostfs
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+type recKind uint8
+
+const (
+	recFile recKind = 1 << iota
+	recDir
+	recLink
+	recChain
+	recMissing
+)
+
+// MetaPath holds a snapshot's description inside the archive.
+const MetaPath = "/.accel-doctor/snapshot.json"
+
+// SnapshotMeta describes a snapshot.
+type SnapshotMeta struct {
+	Format  int       `json:"format"`
+	Created time.Time `json:"created"`
+	Tool    string    `json:"tool"`
+	Source  string    `json:"source"` // the root directory captured
+	Files   int       `json:"files"`
+	Nodes   int       `json:"nodes"`
+}
+
+// Recorder notes every host path a Root is asked about, so that a snapshot
+// holds exactly what the readers used.
+type Recorder struct {
+	mu    sync.Mutex
+	paths map[string]recKind
+	nodes map[string]Node
+}
+
+// Record makes r note every path it reads from now on and returns the
+// recorder. Snapshot captures use it; nothing else should.
+func (r *Root) Record() *Recorder {
+	rec := &Recorder{paths: map[string]recKind{}, nodes: map[string]Node{}}
+	r.mu.Lock()
+	r.rec = rec
+	r.mu.Unlock()
+	return rec
+}
+
+func (r *Root) recorder() *Recorder {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rec
+}
+
+func (r *Root) record(p string, k recKind) {
+	rec := r.recorder()
+	if rec == nil {
+		return
+	}
+	p = path.Clean(p)
+	rec.mu.Lock()
+	rec.paths[p] |= k
+	rec.mu.Unlock()
+}
+
+func (r *Root) recordChain(p string) { r.record(p, recChain) }
+
+func (r *Root) recordNode(n Node) {
+	rec := r.recorder()
+	if rec == nil {
+		return
+	}
+	rec.mu.Lock()
+	rec.nodes[n.Path] = n
+	rec.mu.Unlock()
+}
+
+// secret reports host paths a snapshot never holds, whatever a reader
+// touched: process environments (tokens), credentials and keys.
+func secret(p string) bool {
+	base := path.Base(p)
+	switch {
+	case strings.HasPrefix(p, "/proc/") && (base == "environ" || base == "cmdline" || base == "mem" || base == "auxv"):
+		return true
+	case strings.HasPrefix(p, "/etc/shadow"), strings.HasPrefix(p, "/etc/gshadow"),
+		strings.HasPrefix(p, "/root/"), strings.HasPrefix(p, "/home/"),
+		strings.HasPrefix(p, "/var/lib/kubelet/pki"), strings.HasPrefix(p, "/etc/kubernetes/pki"):
+		return true
+	case strings.HasSuffix(base, ".key"), strings.HasSuffix(base, ".pem"), base == "kubeconfig":
+		return true
+	}
+	return false
+}
+
+// archive is what a snapshot will hold, keyed by host path.
+type archive struct {
+	root    *Root
+	entries map[string]*tar.Header
+	data    map[string][]byte
+	man     *Manifest
+}
+
+func (a *archive) addDir(p string) {
+	if p == "/" {
+		return
+	}
+	a.addDir(path.Dir(p))
+	if _, ok := a.entries[p]; !ok {
+		a.entries[p] = &tar.Header{Typeflag: tar.TypeDir, Name: strings.TrimPrefix(p, "/") + "/", Mode: 0o755}
+	}
+}
+
+// walk captures every directory and symlink on the way to p, following the
+// links inside the root the way Root.Resolve does, and returns the host path
+// p finally names.
+func (a *archive) walk(p string) string {
+	parts := strings.Split(strings.TrimPrefix(path.Clean(p), "/"), "/")
+	cur := "/"
+	hops := 0
+	for len(parts) > 0 {
+		part := parts[0]
+		parts = parts[1:]
+		if part == "" || part == "." {
+			continue
+		}
+		if part == ".." {
+			cur = path.Dir(cur)
+			continue
+		}
+		next := path.Join(cur, part)
+		real, err := a.root.realPath(next, false)
+		if err != nil {
+			return next
+		}
+		fi, err := os.Lstat(real)
+		if err != nil {
+			return path.Join(append([]string{next}, parts...)...)
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			if fi.IsDir() {
+				a.addDir(next)
+			}
+			cur = next
+			continue
+		}
+		t, err := os.Readlink(real)
+		if err != nil || hops > 40 {
+			return next
+		}
+		hops++
+		a.addDir(cur)
+		a.entries[next] = &tar.Header{Typeflag: tar.TypeSymlink, Name: strings.TrimPrefix(next, "/"), Linkname: t, Mode: 0o777}
+		if strings.HasPrefix(t, "/") {
+			cur = "/"
+		}
+		parts = append(strings.Split(strings.Trim(t, "/"), "/"), parts...)
+	}
+	return cur
+}
+
+func (a *archive) addFile(p string) {
+	final := a.walk(p)
+	if secret(final) {
+		return
+	}
+	b, err := a.root.readFile(final, a.root.limit)
+	if err != nil {
+		return
+	}
+	a.addDir(path.Dir(final))
+	a.entries[final] = &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(final, "/"), Mode: 0o444, Size: int64(len(b))}
+	a.data[final] = b
+}
+
+func (a *archive) addListing(p string) {
+	final := a.walk(p)
+	real, err := a.root.realPath(final, false)
+	if err != nil {
+		return
+	}
+	ents, err := os.ReadDir(real)
+	if err != nil {
+		return
+	}
+	a.addDir(final)
+	for _, e := range ents {
+		child := path.Join(final, e.Name())
+		if _, ok := a.entries[child]; ok {
+			continue
+		}
+		switch {
+		case e.Type()&fs.ModeSymlink != 0:
+			if t, err := os.Readlink(filepath.Join(real, e.Name())); err == nil {
+				a.entries[child] = &tar.Header{Typeflag: tar.TypeSymlink, Name: strings.TrimPrefix(child, "/"), Linkname: t, Mode: 0o777}
+			}
+		case e.IsDir():
+			a.addDir(child)
+		case e.Type().IsRegular():
+			// A placeholder so the listing replays; readers that read the
+			// file recorded it and get its content instead.
+			if _, ok := a.data[child]; !ok && !secret(child) {
+				a.entries[child] = &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(child, "/"), Mode: 0o444}
+			}
+		case e.Type()&fs.ModeDevice != 0:
+			if fi, err := a.root.Lstat(child); err == nil {
+				a.man.Add(fi)
+			}
+		}
+	}
+}
+
+// WriteSnapshot writes a gzip'd tar of every path the recorder saw, with a
+// device manifest for the nodes that were stat'ed and a SnapshotMeta. It
+// reads the host again (read-only); the recorder stops recording.
+func (r *Root) WriteSnapshot(rec *Recorder, w io.Writer, tool string) (SnapshotMeta, error) {
+	r.mu.Lock()
+	if r.rec == rec {
+		r.rec = nil
+	}
+	r.mu.Unlock()
+	a := &archive{root: r, entries: map[string]*tar.Header{}, data: map[string][]byte{}, man: NewManifest()}
+	rec.mu.Lock()
+	paths := make([]string, 0, len(rec.paths))
+	for p := range rec.paths {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	kinds := rec.paths
+	nodes := rec.nodes
+	rec.mu.Unlock()
+	// Listings first so that recorded files replace their placeholders.
+	for _, p := range paths {
+		if secret(p) {
+			continue
+		}
+		k := kinds[p]
+		if k&recChain != 0 || k&recLink != 0 {
+			a.walk(p)
+		}
+		if k&recDir != 0 {
+			a.addListing(p)
+		}
+	}
+	for _, p := range paths {
+		if !secret(p) && kinds[p]&recFile != 0 {
+			a.addFile(p)
+		}
+	}
+	for p, n := range nodes {
+		switch n.Type {
+		case TypeChar, TypeBlock:
+			a.man.Add(n)
+		case TypeSymlink:
+			a.walk(p)
+		case TypeDir:
+			a.addDir(p)
+		}
+	}
+	// Nodes from the source's own manifest that were looked at stay too.
+	meta := SnapshotMeta{Format: 1, Created: time.Now().UTC().Truncate(time.Second), Tool: tool, Source: r.dir, Nodes: a.man.Len()}
+	man := a.man.Format()
+	a.addDir("/.accel-doctor")
+	a.entries[ManifestPath] = &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(ManifestPath, "/"), Mode: 0o444, Size: int64(len(man))}
+	a.data[ManifestPath] = man
+	for _, h := range a.entries {
+		if h.Typeflag == tar.TypeReg {
+			meta.Files++
+		}
+	}
+	mb, _ := json.MarshalIndent(meta, "", "  ")
+	a.entries[MetaPath] = &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(MetaPath, "/"), Mode: 0o444, Size: int64(len(mb))}
+	a.data[MetaPath] = mb
+
+	gz := gzip.NewWriter(w)
+	tw := tar.NewWriter(gz)
+	keys := make([]string, 0, len(a.entries))
+	for k := range a.entries {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		h := a.entries[k]
+		h.ModTime = meta.Created
+		h.Format = tar.FormatPAX
+		if err := tw.WriteHeader(h); err != nil {
+			return meta, err
+		}
+		if h.Typeflag == tar.TypeReg && h.Size > 0 {
+			if _, err := tw.Write(a.data[k]); err != nil {
+				return meta, err
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return meta, err
+	}
+	return meta, gz.Close()
+}
+
+// Limits on what a snapshot may unpack to.
+const (
+	maxSnapshotBytes   = 256 << 20
+	maxSnapshotEntries = 200000
+)
+
+// UnpackSnapshot unpacks a snapshot archive into dir, refusing entries that
+// would land outside it, special files, and archives over the size limits.
+func UnpackSnapshot(r io.Reader, dir string) error {
+	gz, err := gzip.NewReader(r)
+	if err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	defer gz.Close()
+	tr := tar.NewReader(gz)
+	var total int64
+	for n := 0; ; n++ {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("snapshot: %w", err)
+		}
+		if n > maxSnapshotEntries {
+			return fmt.Errorf("snapshot: more than %d entries", maxSnapshotEntries)
+		}
+		name := path.Clean("/" + h.Name)
+		if name == "/" {
+			continue
+		}
+		if strings.Contains(h.Name, "..") && path.Clean(h.Name) != strings.TrimSuffix(h.Name, "/") {
+			return fmt.Errorf("snapshot: entry %q is not a clean path", h.Name)
+		}
+		dst := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(dst, 0o755); err != nil {
+				return err
+			}
+		case tar.TypeSymlink:
+			// Links may point anywhere; Root resolves them inside the root.
+			if err := os.Symlink(h.Linkname, dst); err != nil {
+				return fmt.Errorf("snapshot: %w", err)
+			}
+		case tar.TypeReg:
+			total += h.Size
+			if h.Size < 0 || total > maxSnapshotBytes {
+				return fmt.Errorf("snapshot: more than %d bytes", maxSnapshotBytes)
+			}
+			f, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+			if err != nil {
+				return fmt.Errorf("snapshot: %w", err)
+			}
+			_, err = io.Copy(f, io.LimitReader(tr, h.Size))
+			f.Close()
+			if err != nil {
+				return fmt.Errorf("snapshot: %w", err)
+			}
+		default:
+			return fmt.Errorf("snapshot: entry %q has unsupported type %q", h.Name, h.Typeflag)
+		}
+	}
+}
+
+// OpenSnapshot unpacks a snapshot into a new temporary directory and opens
+// it as a Root. Call cleanup to remove the directory.
+func OpenSnapshot(r io.Reader) (root *Root, cleanup func(), err error) {
+	dir, err := os.MkdirTemp("", "accel-doctor-snapshot-")
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup = func() { os.RemoveAll(dir) }
+	if err := UnpackSnapshot(r, dir); err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	root, err = New(dir)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return root, cleanup, nil
+}
+
+// ReadSnapshotMeta returns the snapshot description inside an opened
+// snapshot root, if it has one.
+func (r *Root) ReadSnapshotMeta() (SnapshotMeta, bool) {
+	var m SnapshotMeta
+	b, err := r.ReadFile(MetaPath)
+	if err != nil || json.Unmarshal(b, &m) != nil {
+		return m, false
+	}
+	return m, true
+}
