@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -340,8 +341,15 @@ func UnpackSnapshot(r io.Reader, dir string) error {
 		if name == "/" {
 			continue
 		}
-		if strings.Contains(h.Name, "..") && path.Clean(h.Name) != strings.TrimSuffix(h.Name, "/") {
-			return fmt.Errorf("snapshot: entry %q is not a clean path", h.Name)
+		for _, part := range strings.Split(h.Name, "/") {
+			if part == ".." {
+				return fmt.Errorf("snapshot: entry %q climbs out of the archive", h.Name)
+			}
+		}
+		// An entry must not be written through a link an earlier entry made
+		// (a link "a" -> "/etc" then a file "a/passwd").
+		if err := noLinkAbove(dir, name); err != nil {
+			return err
 		}
 		dst := filepath.Join(dir, filepath.FromSlash(name))
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
@@ -362,7 +370,7 @@ func UnpackSnapshot(r io.Reader, dir string) error {
 			if h.Size < 0 || total > maxSnapshotBytes {
 				return fmt.Errorf("snapshot: more than %d bytes", maxSnapshotBytes)
 			}
-			f, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+			f, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o644)
 			if err != nil {
 				return fmt.Errorf("snapshot: %w", err)
 			}
@@ -406,4 +414,25 @@ func (r *Root) ReadSnapshotMeta() (SnapshotMeta, bool) {
 		return m, false
 	}
 	return m, true
+}
+
+// noLinkAbove fails when a directory on the way to name (inside dir) is a
+// symlink.
+func noLinkAbove(dir, name string) error {
+	cur := dir
+	parts := strings.Split(strings.Trim(name, "/"), "/")
+	for _, part := range parts[:len(parts)-1] {
+		cur = filepath.Join(cur, part)
+		fi, err := os.Lstat(cur)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return fmt.Errorf("snapshot: entry %q would be written through the link %q", name, strings.TrimPrefix(cur, dir))
+		}
+	}
+	return nil
 }
