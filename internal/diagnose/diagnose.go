@@ -135,6 +135,7 @@ type Meta struct {
 	Tool    string
 	Command string
 	Source  string
+	Root    string // what to call the root in the report; default its directory
 }
 
 // Run runs the checks (in registry order, which is layer order) and
@@ -145,7 +146,7 @@ func Run(e *Env, checks []Check, meta Meta) *report.Report {
 		Tool:          meta.Tool,
 		Command:       meta.Command,
 		Source:        meta.Source,
-		Root:          e.Root.Dir(),
+		Root:          meta.Root,
 		Generated:     time.Now().UTC().Truncate(time.Second),
 	}
 	layers := e.Opts.Layers
@@ -157,6 +158,9 @@ func Run(e *Env, checks []Check, meta Meta) *report.Report {
 		}
 	}
 	sort.Slice(layers, func(i, j int) bool { return layers[i] < layers[j] })
+	if rep.Root == "" {
+		rep.Root = e.Root.Dir()
+	}
 	rep.Layers = layers
 	ordered := slices.Clone(checks)
 	sort.SliceStable(ordered, func(i, j int) bool { return ordered[i].Layer < ordered[j].Layer })
@@ -171,8 +175,8 @@ func Run(e *Env, checks []Check, meta Meta) *report.Report {
 		e.mu.Unlock()
 	}
 	e.mu.Lock()
-	rep.Findings = slices.Clone(e.findings)
-	rep.Devices = slices.Clone(e.devices)
+	rep.Findings = append([]report.Finding{}, e.findings...)
+	rep.Devices = append([]report.Device{}, e.devices...)
 	e.mu.Unlock()
 	sort.SliceStable(rep.Devices, func(i, j int) bool { return rep.Devices[i].ID < rep.Devices[j].ID })
 	rep.Decide()

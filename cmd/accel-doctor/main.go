@@ -1,0 +1,19 @@
+// Command accel-doctor finds why an accelerator is visible but unusable in
+// a container or a Kubernetes pod, and says which layer broke.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/accel-doctor/accel-doctor/internal/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+
+	"github.com/accel-doctor/accel-doctor/internal/demo"
+	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+)
+
+// openHost opens what a diagnosis reads: a snapshot (a file, or "demo" for
+// the built-in scenario) or the --root directory. The three go through the
+// same readers; the source string says which it was.
+func (g *globals) openHost(snapshot string) (root *hostfs.Root, source string, cleanup func(), err error) {
+	cleanup = func() {}
+	switch snapshot {
+	case "":
+		root, err = hostfs.New(g.root)
+		if err != nil {
+			return nil, "", cleanup, usageErr("%v", err)
+		}
+		if root.IsLive() {
+			host, _ := os.Hostname()
+			return root, fmt.Sprintf("live host %s", host), cleanup, nil
+		}
+		return root, fmt.Sprintf("host root %s", root.Dir()), cleanup, nil
+	case "demo":
+		root, cleanup, err = hostfs.OpenSnapshot(bytes.NewReader(demo.Archive()))
+		if err != nil {
+			return nil, "", func() {}, fmt.Errorf("built-in demo: %w", err)
+		}
+		return root, "built-in demo snapshot: " + demo.Description, cleanup, nil
+	}
+	f, err := os.Open(snapshot)
+	if err != nil {
+		return nil, "", cleanup, usageErr("%v", err)
+	}
+	defer f.Close()
+	root, cleanup, err = hostfs.OpenSnapshot(f)
+	if err != nil {
+		return nil, "", func() {}, usageErr("%s: %v", snapshot, err)
+	}
+	src := "snapshot " + snapshot
+	if m, ok := root.ReadSnapshotMeta(); ok {
+		src += fmt.Sprintf(" (captured %s from %s)", m.Created.Format("2006-01-02 15:04 MST"), m.Source)
+	}
+	return root, src, cleanup, nil
+}
+
+// snapshotName is what a report calls the root of a snapshot: the archive,
+// not the temporary directory it was unpacked to ("" for a --root).
+func snapshotName(snapshot string) string {
+	if snapshot == "" {
+		return ""
+	}
+	return "snapshot:" + snapshot
+}

@@ -1,0 +1,157 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/accel-doctor/accel-doctor/internal/report"
+)
+
+// Version is set at build time with -ldflags "-X .../cli.Version=...".
+var Version = "dev"
+
+// exitError carries an exit code through cobra.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+
+// usageErr marks an error as a usage error (exit 2).
+func usageErr(format string, a ...any) error {
+	return &exitError{code: 2, err: fmt.Errorf(format, a...)}
+}
+
+// globals are the flags every command shares.
+type globals struct {
+	root   string
+	output string
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// Main runs the command line and returns the exit code: 0 no FAIL, 1 a
+// FAIL, 2 a usage or internal error.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	g := &globals{stdout: stdout, stderr: stderr}
+	cmd := newRoot(g)
+	cmd.SetArgs(args)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	err := cmd.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.err != nil && ee.code == 2 {
+			fmt.Fprintf(stderr, "accel-doctor: %v\n", ee.err)
+		}
+		return ee.code
+	}
+	fmt.Fprintf(stderr, "accel-doctor: %v\n", err)
+	return 2
+}
+
+func newRoot(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "accel-doctor",
+		Short: "Find why an accelerator is visible but unusable, layer by layer",
+		Long: `accel-doctor finds why a GPU, NPU, video decoder, SmartNIC or VFIO device is
+visible but unusable in a container or a Kubernetes pod, names the first layer
+that broke, shows the evidence and says what to do.
+
+Every diagnosis command is read-only. Only 'sandbox' writes to the host.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       Version,
+	}
+	root.PersistentFlags().StringVar(&g.root, "root", "/", "read the host through this directory (/host in a pod)")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &exitError{code: 2, err: err}
+	})
+	root.AddCommand(
+		newCheckCmd(g),
+		newExplainCmd(g),
+		newSnapshotCmd(g),
+		newPCICmd(g),
+	)
+	root.AddCommand(extraCommands(g)...)
+	return root
+}
+
+// addOutputFlag gives a reporting command its -o/--output flag. It is not
+// persistent because `snapshot -o FILE` names a file.
+func (g *globals) addOutputFlag(cmd *cobra.Command) {
+	cmd.Flags().StringVarP(&g.output, "output", "o", "text", "output format: text, json or markdown")
+}
+
+// render writes a report in the chosen format.
+func (g *globals) render(r *report.Report, problems bool) error {
+	switch g.output {
+	case "text", "":
+		return report.WriteText(g.stdout, r, report.TextOptions{Color: colorWanted(g.stdout), Problems: problems})
+	case "json":
+		return report.WriteJSON(g.stdout, r)
+	case "markdown", "md":
+		return report.WriteMarkdown(g.stdout, r)
+	}
+	return usageErr("unknown output %q (want text, json or markdown)", g.output)
+}
+
+// colorWanted: colour only on a terminal, and never with NO_COLOR set
+// (https://no-color.org).
+func colorWanted(w io.Writer) bool {
+	if _, set := os.LookupEnv("NO_COLOR"); set {
+		return false
+	}
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
+
+// parseLayers reads --layer values: numbers or names ("pci", "driver",
+// "devnode", "cgroup", ...).
+func parseLayers(vals []string) ([]report.Layer, error) {
+	names := map[string]report.Layer{
+		"pci": report.LayerPCI, "host": report.LayerPCI,
+		"driver":  report.LayerDriver,
+		"devnode": report.LayerDevNode, "nodes": report.LayerDevNode, "dev": report.LayerDevNode,
+		"cgroup":  report.LayerCgroup,
+		"runtime": report.LayerRuntime, "cdi": report.LayerRuntime,
+		"kube": report.LayerKube, "kubernetes": report.LayerKube,
+		"iommu": report.LayerIOMMU, "vfio": report.LayerIOMMU,
+		"functional": report.LayerFunctional, "probe": report.LayerFunctional,
+	}
+	var out []report.Layer
+	for _, v := range vals {
+		for _, s := range strings.Split(v, ",") {
+			s = strings.ToLower(strings.TrimSpace(s))
+			if s == "" {
+				continue
+			}
+			if n, err := strconv.Atoi(s); err == nil && n >= 1 && n <= len(report.Layers) {
+				out = append(out, report.Layer(n))
+				continue
+			}
+			l, ok := names[s]
+			if !ok {
+				return nil, usageErr("unknown layer %q", s)
+			}
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}

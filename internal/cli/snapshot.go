@@ -1,0 +1,57 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/accel-doctor/accel-doctor/internal/diagnose"
+	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+)
+
+func newSnapshotCmd(g *globals) *cobra.Command {
+	var out string
+	cmd := &cobra.Command{
+		Use:   "snapshot -o FILE",
+		Short: "Capture exactly what the readers read into one archive, for a bug report",
+		Long: `snapshot runs every reader of 'check' over the host (read-only) and writes
+the files, directory listings and symlinks they read, plus a manifest of the
+device nodes they looked at, into one .tar.gz. Process environments, keys
+and credentials are never captured. 'check --snapshot FILE' replays it
+through the same code. It writes only FILE.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if out == "" {
+				return usageErr("snapshot needs -o FILE")
+			}
+			root, err := hostfs.New(g.root)
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			rec := root.Record()
+			env := diagnose.NewEnv(root, diagnose.Options{})
+			diagnose.Run(env, diagnose.Registry(), diagnose.Meta{Command: "snapshot"})
+			tmp, err := os.CreateTemp(filepath.Dir(out), ".snapshot-*")
+			if err != nil {
+				return err
+			}
+			defer os.Remove(tmp.Name())
+			meta, err := root.WriteSnapshot(rec, tmp, "accel-doctor "+Version)
+			if cerr := tmp.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+			if err := os.Rename(tmp.Name(), out); err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stderr, "wrote %s: %d files, %d device nodes from %s\n", out, meta.Files, meta.Nodes, meta.Source)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", "", "the archive to write (.tar.gz)")
+	return cmd
+}
