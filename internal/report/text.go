@@ -146,9 +146,17 @@ func WriteText(w io.Writer, r *Report, o TextOptions) error {
 	} else {
 		ew.printf("accelerators: %s\n", summarizeDevices(r.Devices))
 	}
+	ids := map[string]bool{"host": true}
+	for _, d := range r.Devices {
+		ids[d.ID] = true
+	}
 	width := 0
 	for _, f := range r.Findings {
-		if n := len(f.Summary); n > width {
+		n := len(f.Summary)
+		if !ids[f.Subject] {
+			n += len(f.Subject) + 2
+		}
+		if n > width {
 			width = n
 		}
 	}

@@ -1,0 +1,79 @@
+package archtest
+
+import (
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/accel-doctor/accel-doctor/internal/"
+
+// allowed lists, per package, the internal packages it may import. A
+// package not listed may import nothing internal; readers may not reach up
+// into diagnose, report or cli.
+var allowed = map[string][]string{
+	"hostfs":   {},
+	"report":   {},
+	"pci":      {"hostfs"},
+	"driver":   {"hostfs", "pci"},
+	"devnode":  {"hostfs", "pci", "driver"},
+	"cgroup":   {"hostfs", "probe"},
+	"probe":    {"hostfs"},
+	"fixture":  {"hostfs"},
+	"demo":     {"hostfs"},
+	"diagnose": {"hostfs", "report", "pci", "driver", "devnode", "cgroup", "probe"},
+	"cli":      {"*"},
+	"archtest": {},
+}
+
+func TestDependencyDirection(t *testing.T) {
+	dirs, err := os.ReadDir("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range dirs {
+		if !d.IsDir() {
+			continue
+		}
+		pkg := d.Name()
+		ok, listed := allowed[pkg]
+		if !listed {
+			t.Errorf("package internal/%s is not in the dependency table: add it with what it may import", pkg)
+			continue
+		}
+		fset := token.NewFileSet()
+		files, _ := filepath.Glob(filepath.Join("..", pkg, "**", "*.go"))
+		top, _ := filepath.Glob(filepath.Join("..", pkg, "*.go"))
+		for _, f := range append(top, files...) {
+			if strings.HasSuffix(f, "_test.go") {
+				continue
+			}
+			af, err := parser.ParseFile(fset, f, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, im := range af.Imports {
+				p := strings.Trim(im.Path.Value, `"`)
+				if !strings.HasPrefix(p, module) {
+					continue
+				}
+				dep := strings.SplitN(strings.TrimPrefix(p, module), "/", 2)[0]
+				if !permitted(ok, dep) {
+					t.Errorf("%s imports internal/%s: against the direction hostfs -> readers -> diagnose -> report -> cli", f, dep)
+				}
+			}
+		}
+	}
+}
+
+func permitted(list []string, dep string) bool {
+	for _, a := range list {
+		if a == "*" || a == dep {
+			return true
+		}
+	}
+	return false
+}
