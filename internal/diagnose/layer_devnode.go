@@ -1,7 +1,418 @@
 package diagnose
 
-// Layer checks for devnode: filled in by the layer's own work.
+import (
+	"fmt"
+	"strings"
 
-var devnodeCodes []Code
+	"github.com/accel-doctor/accel-doctor/internal/devnode"
+	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+	"github.com/accel-doctor/accel-doctor/internal/report"
+)
 
-func devnodeChecks() []Check { return nil }
+// Layer 3: device nodes. Every node an accelerator needs exists, is a char
+// device with the number the kernel published, belongs to a registered
+// major, is accessible as usual, and has its /dev/char link.
+
+const (
+	CodeDevnodeOK                = "DEVNODE_OK"
+	CodeDevnodeMissing           = "DEVNODE_MISSING"
+	CodeDevnodeNotChar           = "DEVNODE_NOT_CHAR"
+	CodeDevnodeWrongDevnum       = "DEVNODE_WRONG_DEVNUM"
+	CodeDevnodeMajorUnregistered = "DEVNODE_MAJOR_UNREGISTERED"
+	CodeDevnodeMajorsUnknown     = "DEVNODE_MAJORS_UNKNOWN"
+	CodeDevnodeSkipped           = "DEVNODE_SKIPPED"
+	CodeDevnodeUnknown           = "DEVNODE_UNKNOWN"
+	CodeDevnodeNoneExpected      = "DEVNODE_NONE_EXPECTED"
+	CodeDevnodeMode              = "DEVNODE_MODE"
+	CodeDevnodeModeOK            = "DEVNODE_MODE_OK"
+	CodeDevnodeNoCharLink        = "DEVNODE_NO_CHAR_LINK"
+	CodeDevnodeCharLinkOK        = "DEVNODE_CHAR_LINK_OK"
+)
+
+var devnodeCodes = []Code{{
+	Code: CodeDevnodeOK, Layer: report.LayerDevNode,
+	Title: "the device node exists with the expected device number",
+	Explain: `The node exists under /dev, is a character device, has the major:minor the
+kernel published for it (the sysfs "dev" attribute, the NVIDIA procfs, or
+the driver's fixed numbers), and its major is registered in /proc/devices,
+so open() reaches the driver. This says nothing about whether a container
+may open it (layer 4) or whether the device works (layer 8).`,
+}, {
+	Code: CodeDevnodeMissing, Layer: report.LayerDevNode,
+	Title: "a device node the accelerator needs does not exist",
+	Explain: `The kernel or driver says the node should exist, but there is nothing at the
+path. Nodes are created by udev (devtmpfs) for devices with a sysfs "dev"
+attribute, and by nvidia-modprobe or the NVIDIA container toolkit for
+/dev/nvidia*, which the driver does not publish in sysfs. A missing required
+node means the device cannot be used at all; an optional one (nvidia-modeset,
+nvidia-uvm-tools, a DRM primary node when a render node exists) only limits
+some uses, so it is a WARN. A missing /dev/nvidia-uvm usually means the
+nvidia-uvm module is not loaded.`,
+	Remediation: "For NVIDIA nodes run `nvidia-modprobe -c <minor> -u` (or `nvidia-ctk system create-device-nodes --control-devices --load-kernel-modules`) and make it persistent (nvidia-persistenced, the GPU operator's driver container); for other nodes run `udevadm trigger --subsystem-match=drm --subsystem-match=accel` and check that devtmpfs is mounted on /dev.",
+}, {
+	Code: CodeDevnodeNotChar, Layer: report.LayerDevNode,
+	Title: "the path exists but is not a character device",
+	Explain: `Something other than a character device sits at the node's path: a regular
+file or directory (often created by a container runtime or a bind mount when
+the node was missing at start, e.g. an empty file mounted in its place). open()
+of it never reaches a driver.`,
+	Remediation: "Remove the file or directory at the path and recreate the node (udev, `nvidia-modprobe`, or `mknod PATH c MAJOR MINOR` with the numbers in the evidence); find what created it (a hostPath volume with type FileOrCreate, a runtime bind mount).",
+}, {
+	Code: CodeDevnodeWrongDevnum, Layer: report.LayerDevNode,
+	Title: "the node's major:minor differs from what the kernel published",
+	Explain: `The node is a character device, but its major:minor is not the one the
+kernel publishes for the device (sysfs "dev", /proc/devices for dynamic
+majors, the NVIDIA Device Minor). Opening it reaches a different device or
+none. Typical after a driver reload gave a dynamic major a new number
+(nvidia-uvm, nvidia-caps) while nodes made by hand kept the old one, or when
+GPU minors were renumbered and stale nodes stayed. FAIL for a required node,
+WARN for an optional one (nvidia-uvm-tools, nvidia-modeset).`,
+	Remediation: "Delete the stale node and recreate it with the published number (`nvidia-modprobe -u -c <minor>` for NVIDIA, `udevadm trigger` for udev-managed nodes); restart containers that captured the old node.",
+}, {
+	Code: CodeDevnodeMajorUnregistered, Layer: report.LayerDevNode,
+	Title: "no driver holds the node's major",
+	Explain: `The node exists, but its major number is not in /proc/devices: no driver has
+registered it. open() of such a node fails with ENXIO ("No such device or
+address", fs/char_dev.c chrdev_open). Seen when the driver was unloaded (or
+never loaded on this boot) but the node was left behind, e.g. nodes created
+by a driver container that has since stopped, or nvidia-uvm not loaded while
+/dev/nvidia-uvm exists. FAIL for a required node, WARN for an optional one.`,
+	Remediation: "Load the driver that owns the node (`modprobe nvidia nvidia_uvm`, `modprobe amdgpu`), or remove the stale node; then recheck that the node's number matches /proc/devices.",
+}, {
+	Code: CodeDevnodeMajorsUnknown, Layer: report.LayerDevNode,
+	Title: "/proc/devices could not be read",
+	Explain: `Without /proc/devices the check cannot tell whether a node's major is
+registered to a driver, nor learn the dynamic majors of nvidia-uvm,
+nvidia-caps and vfio. The other properties of the nodes were still checked.`,
+	Remediation: "Run accel-doctor where the host's /proc is visible, or recapture the snapshot on the host.",
+}, {
+	Code: CodeDevnodeSkipped, Layer: report.LayerDevNode,
+	Title: "device nodes not checked because a lower layer failed",
+	Explain: `The device failed an earlier layer (no driver, the wrong driver, a PCI
+problem). Its nodes would fail as a consequence, so they are not checked;
+fix the earlier failure first.`,
+	Remediation: "Fix the failure named in the reason, then run the check again.",
+}, {
+	Code: CodeDevnodeUnknown, Layer: report.LayerDevNode,
+	Title: "which nodes the device needs, or their state, could not be determined",
+	Explain: `A node could not be checked: the information that names it could not be
+read (for NVIDIA, /proc/driver/nvidia/gpus/<BDF>/information gives the
+minor of /dev/nvidiaN), or stat of the node failed for a reason other than
+absence (permission). The reason says which.`,
+	Remediation: "Run accel-doctor as root on the host, with the host's /proc and /sys visible; for NVIDIA, check that /proc/driver/nvidia/gpus/<BDF>/information exists (the GPU is initialised by the driver).",
+}, {
+	Code: CodeDevnodeNoneExpected, Layer: report.LayerDevNode,
+	Title: "no device node is known for this device's driver",
+	Explain: `The device has a driver, but accel-doctor knows no node it needs: the driver
+registered no DRM, accel, video4linux, KFD or VFIO node for it, and it is
+not an NVIDIA GPU. Some accelerators are used through a vendor-specific
+node or a network interface; those are not checked here.`,
+	Remediation: "Nothing to fix here; check the vendor's documentation for the node the device uses, and use `accel-doctor check --probe` for a functional test.",
+}, {
+	Code: CodeDevnodeMode, Layer: report.LayerDevNode,
+	Title: "the node's permissions are stricter than usual",
+	Explain: `The node's mode or group does not give non-root users the access the
+vendor stack expects. The rule: NVIDIA nodes (/dev/nvidia*, nvidiactl,
+nvidia-uvm, nvidia-modeset) are 0666 by default (the driver's
+NVreg_DeviceFileMode and nvidia-modprobe), because containers run as any user
+and the cgroup decides access; DRM card and render nodes, /dev/kfd,
+/dev/accel/* and /dev/video* are fine when readable and writable by others
+(0666) or by a non-root group (0660 root:render or root:video, with the user
+in that group); /dev/vfio/vfio is 0666 (drivers/vfio/container.c). A
+non-root process in a container then gets EACCES even though the cgroup
+allows the device. This is a WARN because some sites restrict nodes on
+purpose (NVreg_DeviceFileGID/Mode).`,
+	Remediation: "Restore the usual mode (`chmod 0666 /dev/nvidia*`, or NVreg_DeviceFileMode=0666 in the nvidia module options; for DRM nodes a udev rule with GROUP=\"render\", MODE=\"0660\") or run the container with the node's group as a supplemental group (securityContext.supplementalGroups).",
+}, {
+	Code: CodeDevnodeModeOK, Layer: report.LayerDevNode,
+	Title: "the node's permissions follow the usual rule",
+	Explain: `The node's mode and group give non-root users the access the vendor stack
+expects (see DEVNODE_MODE for the rule).`,
+}, {
+	Code: CodeDevnodeNoCharLink, Layer: report.LayerDevNode,
+	Title: "the /dev/char/MAJOR:MINOR link of the node is missing or wrong",
+	Explain: `udev creates /dev/char/MAJOR:MINOR links for the nodes it manages; nodes
+made by nvidia-modprobe or by hand have none. With the systemd cgroup driver,
+runc turns each device rule into DeviceAllow=/dev/char/MAJOR:MINOR and systemd
+resolves that path to find the device; without the link the rule is dropped.
+The container still works until systemd re-applies the unit's device policy
+(for instance on "systemctl daemon-reload"), and then loses access to the
+node: NVML reports "Failed to initialize NVML: Unknown Error" and CUDA sees
+no device.`,
+	Remediation: "Create the links: `nvidia-ctk system create-dev-char-symlinks --create-all` for NVIDIA nodes (and the nvidia-container-toolkit's udev rule to keep them), or a udev rule for the node; better, inject devices with CDI, whose specs the runtime applies as explicit rules.",
+}, {
+	Code: CodeDevnodeCharLinkOK, Layer: report.LayerDevNode,
+	Title: "the /dev/char link of the node is present",
+	Explain: `/dev/char/MAJOR:MINOR exists and leads to the node, so systemd can resolve
+DeviceAllow rules for it.`,
+}}
+
+func devnodeChecks() []Check {
+	return []Check{{
+		ID: "devnode.present", Layer: report.LayerDevNode,
+		Title: "each accelerator's device nodes exist with the published major:minor and a registered major",
+		Codes: []string{CodeDevnodeOK, CodeDevnodeMissing, CodeDevnodeNotChar, CodeDevnodeWrongDevnum,
+			CodeDevnodeMajorUnregistered, CodeDevnodeMajorsUnknown, CodeDevnodeSkipped, CodeDevnodeUnknown, CodeDevnodeNoneExpected},
+		Run: checkDevnodePresent,
+	}, {
+		ID: "devnode.mode", Layer: report.LayerDevNode,
+		Title: "device node permissions allow the usual non-root access",
+		Codes: []string{CodeDevnodeMode, CodeDevnodeModeOK},
+		Run:   checkDevnodeMode,
+	}, {
+		ID: "devnode.char-link", Layer: report.LayerDevNode,
+		Title: "each char node has its /dev/char/MAJOR:MINOR link",
+		Codes: []string{CodeDevnodeNoCharLink, CodeDevnodeCharLinkOK, CodeDevnodeUnknown},
+		Run:   checkDevnodeCharLink,
+	}}
+}
+
+// expectation is every node the selected accelerators need, worked out
+// once per run.
+func (e *Env) expectation() *devnode.Expectation {
+	x, _ := memo(e, "devnode.expected", func() (*devnode.Expectation, error) {
+		var devs []devnode.Device
+		for _, d := range e.Accelerators() {
+			devs = append(devs, devnode.Device{
+				Address: d.Address.String(), Vendor: d.Vendor, Driver: d.Driver, Class: d.Class, SysfsPath: d.Path,
+			})
+		}
+		return devnode.Expected(e.Root, devs), nil
+	})
+	return x
+}
+
+// ExpectedNodes is every device node the selected accelerators need:
+// host path, type, the expected major:minor (when DevKnown) and the PCI
+// addresses needing it (Subjects; shared nodes such as /dev/nvidiactl
+// appear once). Later layers (cgroup, runtime) take the nodes from here.
+func (e *Env) ExpectedNodes() []devnode.ExpectedNode {
+	return e.expectation().Nodes
+}
+
+// NodeState is the stat of a node path (never an open), read once per run.
+func (e *Env) NodeState(p string) devnode.NodeState {
+	s, _ := memo(e, "devnode.state:"+p, func() (devnode.NodeState, error) {
+		return devnode.StatNode(e.Root, p), nil
+	})
+	return s
+}
+
+// nodeSkipped says why a node is not checked: every device needing it
+// failed a lower layer.
+func (e *Env) nodeSkipped(n devnode.ExpectedNode) (string, bool) {
+	var why []string
+	for _, s := range n.Subjects {
+		f, failed := e.FailedBelow(s, report.LayerDevNode)
+		if !failed {
+			return "", false
+		}
+		why = append(why, fmt.Sprintf("%s failed layer %d: %s (%s)", s, int(f.Layer), f.Code, f.Summary))
+	}
+	return strings.Join(why, "; "), len(why) > 0
+}
+
+func needEv(n devnode.ExpectedNode) report.Evidence {
+	req := "optional"
+	if n.Required {
+		req = "required"
+	}
+	return Ev("", fmt.Sprintf("needed by %s (%s): %s", strings.Join(n.Subjects, ", "), req, n.Why))
+}
+
+func nodeEv(s devnode.NodeState) report.Evidence {
+	v := fmt.Sprintf("%s %s mode %s owner %d:%d", s.Node.Type, s.Node.Dev(), s.Node.ModeString(), s.Node.UID, s.Node.GID)
+	if s.Node.Type != hostfs.TypeChar && s.Node.Type != hostfs.TypeBlock {
+		v = fmt.Sprintf("%s mode %s owner %d:%d", s.Node.Type, s.Node.ModeString(), s.Node.UID, s.Node.GID)
+	}
+	if s.Symlink {
+		v += " (via symlink to " + s.LinkTarget + ")"
+	}
+	if s.Node.FromManifest {
+		v += " [device manifest]"
+	}
+	return Ev(s.Path, v)
+}
+
+func checkDevnodePresent(e *Env, out *Out) {
+	x := e.expectation()
+	majorsKnown := x.ProcDevicesErr == nil
+	if !majorsKnown {
+		out.NotRun(CodeDevnodeMajorsUnknown, "host", "driver majors unknown: /proc/devices unreadable",
+			x.ProcDevicesErr.Error(), Ev(devnode.ProcDevicesPath, x.ProcDevicesErr.Error()))
+	}
+	for _, n := range x.Nodes {
+		if why, skip := e.nodeSkipped(n); skip {
+			out.NotRun(CodeDevnodeSkipped, n.Path, "not checked: a lower layer failed for "+strings.Join(n.Subjects, ", "), why, needEv(n))
+			continue
+		}
+		expect := Ev("", "expected "+orUnknown(n.Dev())+" from "+n.DevSource)
+		s := e.NodeState(n.Path)
+		switch {
+		case s.Err != nil:
+			out.NotRun(CodeDevnodeUnknown, n.Path, "could not stat "+n.Path, s.Err.Error(), needEv(n), expect)
+			continue
+		case !s.Exists:
+			st, what := report.Fail, "required"
+			if !n.Required {
+				st, what = report.Warn, "optional"
+			}
+			ev := []report.Evidence{Ev(n.Path, "absent"), needEv(n), expect}
+			if s.Symlink {
+				ev[0] = Ev(n.Path, "dangling symlink to "+s.LinkTarget)
+			}
+			out.Add(CodeDevnodeMissing, st, n.Path, fmt.Sprintf("%s node %s of %s is missing", what, n.Path, strings.Join(n.Subjects, ", ")), ev...)
+			continue
+		case !s.IsChar():
+			out.Add(CodeDevnodeNotChar, report.Fail, n.Path, fmt.Sprintf("%s is a %s, not a char device (%s)", n.Path, s.Node.Type, strings.Join(n.Subjects, ", ")),
+				nodeEv(s), needEv(n), expect)
+			continue
+		}
+		// A broken optional node (a profiler's nvidia-uvm-tools) limits some
+		// uses only: WARN, as when it is missing.
+		brokenSt := report.Fail
+		if !n.Required {
+			brokenSt = report.Warn
+		}
+		bad := false
+		if n.DevKnown && (s.Node.Major != n.Major || s.Node.Minor != n.Minor) {
+			out.Add(CodeDevnodeWrongDevnum, brokenSt, n.Path,
+				fmt.Sprintf("%s is %s, the kernel published %s (%s)", n.Path, s.Node.Dev(), n.Dev(), strings.Join(n.Subjects, ", ")),
+				nodeEv(s), expect, needEv(n))
+			bad = true
+		} else if n.MajorOnly && s.Node.Major != n.Major {
+			out.Add(CodeDevnodeWrongDevnum, brokenSt, n.Path,
+				fmt.Sprintf("%s has major %d, the driver registered %d (%s)", n.Path, s.Node.Major, n.Major, strings.Join(n.Subjects, ", ")),
+				nodeEv(s), expect, needEv(n))
+			bad = true
+		}
+		if majorsKnown && !x.ProcDevices.CharRegistered(s.Node.Major) {
+			out.Add(CodeDevnodeMajorUnregistered, brokenSt, n.Path,
+				fmt.Sprintf("no driver holds char major %d of %s: open() gives ENXIO (%s)", s.Node.Major, n.Path, strings.Join(n.Subjects, ", ")),
+				nodeEv(s), Ev(devnode.ProcDevicesPath, fmt.Sprintf("no char major %d", s.Node.Major)), needEv(n))
+			bad = true
+		}
+		if bad {
+			continue
+		}
+		summary := fmt.Sprintf("%s is char %s (%s)", n.Path, s.Node.Dev(), strings.Join(n.Subjects, ", "))
+		ev := []report.Evidence{nodeEv(s), expect}
+		if majorsKnown {
+			ev = append(ev, Ev(devnode.ProcDevicesPath, fmt.Sprintf("char major %d: %s", s.Node.Major, strings.Join(x.ProcDevices.CharNames(s.Node.Major), ", "))))
+		} else {
+			summary += "; major registration not checked"
+		}
+		if !n.DevKnown && !n.MajorOnly {
+			summary += "; expected number unknown, not compared"
+		}
+		out.Add(CodeDevnodeOK, report.Pass, n.Path, summary, ev...)
+	}
+	// Devices with no node to check, and devices whose nodes are partly
+	// unknown.
+	for _, d := range e.Accelerators() {
+		bdf := d.Address.String()
+		if !x.Covered[bdf] {
+			if f, failed := e.FailedBelow(bdf, report.LayerDevNode); failed {
+				out.NotRun(CodeDevnodeSkipped, bdf, "device nodes not checked: a lower layer failed",
+					fmt.Sprintf("layer %d: %s (%s)", int(f.Layer), f.Code, f.Summary))
+				continue
+			}
+		}
+		var errs []string
+		for _, de := range x.Errors {
+			if de.Address == bdf {
+				errs = append(errs, de.Err.Error())
+			}
+		}
+		switch {
+		case len(errs) > 0:
+			out.NotRun(CodeDevnodeUnknown, bdf, "some device nodes of this device could not be determined", strings.Join(errs, "; "))
+		case !x.Covered[bdf]:
+			out.NotRun(CodeDevnodeNoneExpected, bdf, "no device node known for driver "+orUnknown(d.Driver),
+				"the driver registered no DRM, accel, video4linux, KFD or VFIO node for it, and it is not an NVIDIA GPU",
+				Ev(d.Path, "driver "+orUnknown(d.Driver)))
+		}
+	}
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// checkedNode returns the state of a node that devnode.present found to
+// be an existing char device and did not skip.
+func (e *Env) checkedNode(n devnode.ExpectedNode) (devnode.NodeState, bool) {
+	if _, skip := e.nodeSkipped(n); skip {
+		return devnode.NodeState{}, false
+	}
+	s := e.NodeState(n.Path)
+	return s, s.Err == nil && s.IsChar()
+}
+
+// modeRule says whether a node's mode gives the usual access, and the
+// rule applied; apply is false for nodes without a usual mode.
+func modeRule(n devnode.ExpectedNode, s devnode.NodeState) (ok bool, rule string, apply bool) {
+	perm := s.Node.Mode.Perm()
+	othersRW := perm&0o006 == 0o006
+	groupRW := perm&0o060 == 0o060 && s.Node.GID != 0
+	switch n.Kind {
+	case devnode.KindNVIDIAGPU, devnode.KindNVIDIACtl, devnode.KindNVIDIAUVM, devnode.KindNVIDIAUVMTools, devnode.KindNVIDIAModeset:
+		return othersRW, "NVIDIA nodes are 0666 by default (NVreg_DeviceFileMode)", true
+	case devnode.KindVFIOContainer:
+		return othersRW, "/dev/vfio/vfio is 0666 (drivers/vfio/container.c)", true
+	case devnode.KindDRMCard, devnode.KindDRMRender, devnode.KindKFD, devnode.KindAccel, devnode.KindVideo:
+		return othersRW || groupRW, "0666, or 0660 with a non-root group such as render or video", true
+	}
+	// nvidia-caps modes are set per capability by the driver (config is
+	// 0400 on purpose); VFIO group and device nodes are 0600 root until a
+	// VMM or device plugin hands them to its user.
+	return false, "", false
+}
+
+func checkDevnodeMode(e *Env, out *Out) {
+	for _, n := range e.ExpectedNodes() {
+		s, ok := e.checkedNode(n)
+		if !ok {
+			continue
+		}
+		good, rule, apply := modeRule(n, s)
+		if !apply {
+			continue
+		}
+		ev := []report.Evidence{nodeEv(s), Ev("", "rule: "+rule)}
+		if good {
+			out.Add(CodeDevnodeModeOK, report.Pass, n.Path, fmt.Sprintf("%s mode %s %d:%d (%s)", n.Path, s.Node.ModeString(), s.Node.UID, s.Node.GID, strings.Join(n.Subjects, ", ")), ev...)
+		} else {
+			out.Add(CodeDevnodeMode, report.Warn, n.Path,
+				fmt.Sprintf("%s mode %s owner %d:%d keeps non-root users out (%s)", n.Path, s.Node.ModeString(), s.Node.UID, s.Node.GID, strings.Join(n.Subjects, ", ")), ev...)
+		}
+	}
+}
+
+func checkDevnodeCharLink(e *Env, out *Out) {
+	for _, n := range e.ExpectedNodes() {
+		s, ok := e.checkedNode(n)
+		if !ok || s.CharLink == nil {
+			continue
+		}
+		cl := s.CharLink
+		switch {
+		case cl.Err != nil:
+			// Could not look; say so rather than guess.
+			out.NotRun(CodeDevnodeUnknown, n.Path, "could not read "+cl.Path, cl.Err.Error(), Ev(cl.Path, cl.Err.Error()))
+		case !cl.Present:
+			out.Add(CodeDevnodeNoCharLink, report.Warn, n.Path,
+				fmt.Sprintf("%s has no %s link: systemd drops DeviceAllow for it after a daemon-reload (%s)", n.Path, cl.Path, strings.Join(n.Subjects, ", ")),
+				Ev(cl.Path, "absent"), nodeEv(s))
+		case !cl.PointsAtNode:
+			out.Add(CodeDevnodeNoCharLink, report.Warn, n.Path,
+				fmt.Sprintf("%s points at %s, not at %s (%s)", cl.Path, orUnknown(cl.Resolved), n.Path, strings.Join(n.Subjects, ", ")),
+				Ev(cl.Path, "-> "+cl.Target), nodeEv(s))
+		default:
+			out.Add(CodeDevnodeCharLinkOK, report.Pass, n.Path, fmt.Sprintf("%s -> %s", cl.Path, cl.Target), Ev(cl.Path, "-> "+cl.Target))
+		}
+	}
+}

@@ -1,0 +1,13 @@
+// Package devnode reads the device nodes accelerators need and what the
+// kernel says they should be: /proc/devices (which driver owns which
+// major), the sysfs "dev" attribute of each class device (drm, kfd, accel,
+// video4linux, vfio, misc), the NVIDIA module's procfs (the minor of
+// /dev/nvidiaN), and the nodes themselves under /dev with their
+// /dev/char/MAJOR:MINOR links.
+//
+// Nodes are stat'ed through the hostfs.Root, which consults the tree's
+// device manifest for nodes a fixture or snapshot cannot hold. Nothing
+// here opens a device node: opening is a functional probe (internal/probe)
+// and may have side effects (loading firmware, waking a GPU). Nothing here
+// judges either; internal/diagnose does.
+package devnode

@@ -1,0 +1,451 @@
+package devnode
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/accel-doctor/accel-doctor/internal/driver"
+	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+)
+
+// Fixed device numbers. The NVIDIA module registers major 195 with minors
+// 0-253 for GPUs, 254 for nvidia-modeset and 255 for nvidiactl
+// (NV_MAJOR_DEVICE_NUMBER, NV_CONTROL_DEVICE_MINOR in
+// open-gpu-kernel-modules kernel-open/common/inc/nv.h); VFIO's container
+// node is misc 10:196 (VFIO_MINOR, include/linux/miscdevice.h).
+const (
+	NVIDIAMajor         = 195
+	NVIDIAModesetMinor  = 254
+	NVIDIACtlMinor      = 255
+	MiscMajor           = 10
+	VFIOContainerMinor  = 196
+	procNVIDIAUVMName   = "nvidia-uvm"
+	procNVIDIACapsName  = "nvidia-caps"
+	procVFIOName        = "vfio"
+	nvidiaCapsMIGDir    = "/proc/driver/nvidia/capabilities/mig"
+	sysClassKFDDev      = "/sys/class/kfd/kfd/dev"
+	sysClassMiscVFIODev = "/sys/class/misc/vfio/dev"
+)
+
+// Kinds of expected nodes.
+const (
+	KindNVIDIAGPU      = "nvidia-gpu"
+	KindNVIDIACtl      = "nvidiactl"
+	KindNVIDIAUVM      = "nvidia-uvm"
+	KindNVIDIAUVMTools = "nvidia-uvm-tools"
+	KindNVIDIAModeset  = "nvidia-modeset"
+	KindNVIDIACap      = "nvidia-cap"
+	KindDRMCard        = "drm-card"
+	KindDRMRender      = "drm-render"
+	KindKFD            = "kfd"
+	KindAccel          = "accel"
+	KindVideo          = "video4linux"
+	KindVFIOContainer  = "vfio-container"
+	KindVFIOGroup      = "vfio-group"
+	KindVFIODevice     = "vfio-device"
+)
+
+// Device is what the expectations need to know about one accelerator.
+// The pci package has it all; this package takes plain values so that it
+// does not depend on how PCI devices are modelled.
+type Device struct {
+	Address string // "0000:17:00.0"
+	Vendor  uint16
+	Driver  string // bound driver, "" when none
+	// Class is the PCI class code (0xCCSSPP); 0 when unknown.
+	Class uint32
+	// SysfsPath is the device's directory under /sys/devices; "" means
+	// /sys/bus/pci/devices/<Address> is resolved.
+	SysfsPath string
+}
+
+// ExpectedNode is a device node an accelerator needs.
+type ExpectedNode struct {
+	Path string // host path, "/dev/nvidia0"
+	Kind string // one of the Kind constants
+	Type hostfs.FileType
+	// Major and Minor are the device number the node must have; valid only
+	// when DevKnown. DevSource says where they come from ("/sys/.../dev",
+	// "/proc/devices", "fixed by the driver").
+	Major, Minor uint32
+	DevKnown     bool
+	DevSource    string
+	// MajorOnly is set when the major is known and the minor is not
+	// (a driver that is not loaded yet, or a dynamic minor without sysfs).
+	MajorOnly bool
+	// Subjects are the PCI addresses that need the node; a shared node
+	// (nvidiactl, nvidia-uvm, kfd, vfio) lists every one of them.
+	Subjects []string
+	Shared   bool
+	Required bool
+	Why      string // why the node is needed, and why it is or is not required
+}
+
+// Dev is "MAJOR:MINOR" of the expected number, "" when unknown.
+func (n ExpectedNode) Dev() string {
+	if !n.DevKnown {
+		return ""
+	}
+	return fmt.Sprintf("%d:%d", n.Major, n.Minor)
+}
+
+// DeviceError is a problem that kept some of a device's nodes from being
+// known.
+type DeviceError struct {
+	Address string
+	Err     error
+}
+
+func (e DeviceError) Error() string { return e.Address + ": " + e.Err.Error() }
+func (e DeviceError) Unwrap() error { return e.Err }
+
+// Expectation is every node the given accelerators need.
+type Expectation struct {
+	Nodes []ExpectedNode // sorted by path, each path once
+	// Covered lists the addresses with at least one expected node.
+	Covered map[string]bool
+	Errors  []DeviceError
+	// ProcDevices is the parsed /proc/devices used for dynamic majors;
+	// ProcDevicesErr why it could not be read.
+	ProcDevices    ProcDevices
+	ProcDevicesErr error
+}
+
+// Expected works out the nodes each device needs from what the kernel
+// publishes: sysfs "dev" attributes where they exist, the NVIDIA procfs,
+// and /proc/devices for dynamic majors.
+func Expected(root *hostfs.Root, devs []Device) *Expectation {
+	x := &Expectation{Covered: map[string]bool{}}
+	x.ProcDevices, x.ProcDevicesErr = ReadProcDevices(root)
+	byPath := map[string]*ExpectedNode{}
+	add := func(bdf string, n ExpectedNode) {
+		x.Covered[bdf] = true
+		if old, ok := byPath[n.Path]; ok {
+			if !contains(old.Subjects, bdf) {
+				old.Subjects = append(old.Subjects, bdf)
+			}
+			old.Required = old.Required || n.Required
+			return
+		}
+		n.Type = hostfs.TypeChar
+		n.Subjects = []string{bdf}
+		byPath[n.Path] = &n
+	}
+	fail := func(bdf string, err error) { x.Errors = append(x.Errors, DeviceError{Address: bdf, Err: err}) }
+
+	for _, d := range devs {
+		sys := d.SysfsPath
+		if sys == "" {
+			p, err := root.Resolve(path.Join("/sys/bus/pci/devices", d.Address))
+			if err != nil {
+				fail(d.Address, err)
+				continue
+			}
+			sys = p
+		}
+		if d.Driver == "nvidia" {
+			x.nvidia(root, d, add, fail)
+		}
+		if d.Driver == "amdgpu" {
+			x.kfd(root, d, add)
+		}
+		if d.Driver == "vfio-pci" {
+			x.vfio(root, d, sys, add, fail)
+		}
+		drmNodes(root, d, sys, add, fail)
+		classNodes(root, d, sys, "accel", "/dev/accel", KindAccel,
+			"the kernel's compute accelerator subsystem (drivers/accel) exposes this device through this node", add, fail)
+		classNodes(root, d, sys, "video4linux", "/dev", KindVideo,
+			"the driver registered this device with V4L2 (drivers/media/v4l2-core/v4l2-dev.c); video applications open this node", add, fail)
+	}
+	for _, n := range byPath {
+		sort.Strings(n.Subjects)
+		x.Nodes = append(x.Nodes, *n)
+	}
+	sort.Slice(x.Nodes, func(i, j int) bool { return x.Nodes[i].Path < x.Nodes[j].Path })
+	return x
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+type addFn func(bdf string, n ExpectedNode)
+type failFn func(bdf string, err error)
+
+func (x *Expectation) nvidia(root *hostfs.Root, d Device, add addFn, fail failFn) {
+	// nvidia.ko also drives NVSwitch functions (class 0x0680), which have
+	// /dev/nvidia-nvswitch* nodes instead and no entry under
+	// /proc/driver/nvidia/gpus; only display-class functions are GPUs.
+	if d.Class != 0 && d.Class>>16 != 0x03 {
+		return
+	}
+	info, err := driver.ReadGPUInformation(root, d.Address)
+	switch {
+	case err != nil:
+		fail(d.Address, fmt.Errorf("minor of /dev/nvidiaN unknown: %w", err))
+	case info.DeviceMinor == nil:
+		fail(d.Address, fmt.Errorf("minor of /dev/nvidiaN unknown: %s has no Device Minor", driver.GPUInformationPath(d.Address)))
+	default:
+		m := *info.DeviceMinor
+		add(d.Address, ExpectedNode{
+			Path: fmt.Sprintf("/dev/nvidia%d", m), Kind: KindNVIDIAGPU,
+			Major: NVIDIAMajor, Minor: m, DevKnown: true,
+			DevSource: "Device Minor in " + driver.GPUInformationPath(d.Address) + ", major 195 fixed by the driver",
+			Required:  true,
+			Why:       "the GPU's own node: CUDA and NVML open /dev/nvidia<Device Minor> for every GPU they use",
+		})
+	}
+	add(d.Address, ExpectedNode{
+		Path: "/dev/nvidiactl", Kind: KindNVIDIACtl, Shared: true,
+		Major: NVIDIAMajor, Minor: NVIDIACtlMinor, DevKnown: true, DevSource: "fixed by the driver (195:255)",
+		Required: true,
+		Why:      "the control node every NVIDIA user-space library opens first; without it no GPU is usable",
+	})
+	add(d.Address, ExpectedNode{
+		Path: "/dev/nvidia-modeset", Kind: KindNVIDIAModeset, Shared: true,
+		Major: NVIDIAMajor, Minor: NVIDIAModesetMinor, DevKnown: true, DevSource: "fixed by the driver (195:254)",
+		Why: "used by display and Vulkan/GL (nvidia-modeset); compute does not need it",
+	})
+	uvm := ExpectedNode{
+		Path: "/dev/nvidia-uvm", Kind: KindNVIDIAUVM, Shared: true, Required: true,
+		Why: "CUDA's unified memory driver (nvidia-uvm.ko): cuInit fails without it",
+	}
+	tools := ExpectedNode{
+		Path: "/dev/nvidia-uvm-tools", Kind: KindNVIDIAUVMTools, Shared: true,
+		Why: "used by profilers and debuggers (CUPTI, Nsight); plain CUDA does not need it",
+	}
+	if maj, ok := x.ProcDevices.CharMajor(procNVIDIAUVMName); ok {
+		// nvidia-uvm allocates a dynamic major with minor 0 for the node and
+		// 1 for the tools node (NVIDIA_UVM_PRIMARY_MINOR_NUMBER and NVIDIA_UVM_TOOLS_MINOR_NUMBER,
+		// kernel-open/nvidia-uvm/uvm_common.h).
+		uvm.Major, uvm.Minor, uvm.DevKnown = maj, 0, true
+		tools.Major, tools.Minor, tools.DevKnown = maj, 1, true
+		uvm.DevSource = fmt.Sprintf("%q in %s, minor 0", procNVIDIAUVMName, ProcDevicesPath)
+		tools.DevSource = fmt.Sprintf("%q in %s, minor 1", procNVIDIAUVMName, ProcDevicesPath)
+	} else {
+		src := fmt.Sprintf("no %q major in %s: the nvidia-uvm module is not loaded", procNVIDIAUVMName, ProcDevicesPath)
+		if x.ProcDevicesErr != nil {
+			src = "unknown: " + x.ProcDevicesErr.Error()
+		}
+		uvm.DevSource, tools.DevSource = src, src
+	}
+	add(d.Address, uvm)
+	add(d.Address, tools)
+	// MIG capability nodes exist only when the driver registered the
+	// nvidia-caps major; their minors are published in procfs
+	// (DeviceFileMinor in /proc/driver/nvidia/capabilities/mig/{config,monitor}).
+	if maj, ok := x.ProcDevices.CharMajor(procNVIDIACapsName); ok {
+		for _, c := range []string{"config", "monitor"} {
+			p := path.Join(nvidiaCapsMIGDir, c)
+			b, err := root.ReadFile(p)
+			if err != nil {
+				if !errors.Is(err, fs.ErrNotExist) {
+					fail(d.Address, err)
+				}
+				continue
+			}
+			minor, err := ParseCapMinor(b)
+			if err != nil {
+				fail(d.Address, fmt.Errorf("%s: %w", p, err))
+				continue
+			}
+			add(d.Address, ExpectedNode{
+				Path: fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", minor), Kind: KindNVIDIACap, Shared: true,
+				Major: maj, Minor: minor, DevKnown: true,
+				DevSource: fmt.Sprintf("%q in %s, DeviceFileMinor in %s", procNVIDIACapsName, ProcDevicesPath, p),
+				Why:       "MIG " + c + " capability; only MIG management and monitoring need it",
+			})
+		}
+	}
+}
+
+// ParseCapMinor reads "DeviceFileMinor: N" from an NVIDIA capability file.
+func ParseCapMinor(b []byte) (uint32, error) {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if ok && strings.TrimSpace(k) == "DeviceFileMinor" {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
+			if err != nil || n >= 1<<20 {
+				return 0, fmt.Errorf("DeviceFileMinor %q is not a minor", strings.TrimSpace(v))
+			}
+			return uint32(n), nil
+		}
+	}
+	return 0, errors.New("no DeviceFileMinor line")
+}
+
+func (x *Expectation) kfd(root *hostfs.Root, d Device, add addFn) {
+	n := ExpectedNode{
+		Path: "/dev/kfd", Kind: KindKFD, Shared: true, Required: true,
+		Why: "ROCm's compute interface (amdkfd): HIP and OpenCL on ROCm open /dev/kfd besides the render node",
+	}
+	if maj, min, src, ok := sysfsDev(root, sysClassKFDDev); ok {
+		n.Major, n.Minor, n.DevKnown, n.DevSource = maj, min, true, src
+	} else {
+		n.DevSource = src
+	}
+	add(d.Address, n)
+}
+
+func (x *Expectation) vfio(root *hostfs.Root, d Device, sys string, add addFn, fail failFn) {
+	c := ExpectedNode{
+		Path: "/dev/vfio/vfio", Kind: KindVFIOContainer, Shared: true, Required: true,
+		Major: MiscMajor, Minor: VFIOContainerMinor, DevKnown: true, DevSource: "fixed misc minor 10:196",
+		Why: "the VFIO container node every VFIO user (QEMU, DPDK, KubeVirt) opens first",
+	}
+	if maj, min, src, ok := sysfsDev(root, sysClassMiscVFIODev); ok {
+		c.Major, c.Minor, c.DevSource = maj, min, src
+	}
+	add(d.Address, c)
+	t, err := root.Readlink(path.Join(sys, "iommu_group"))
+	if err != nil {
+		fail(d.Address, fmt.Errorf("VFIO group node unknown: %w", err))
+	} else {
+		group := path.Base(t)
+		name := group
+		// Without an IOMMU, vfio's unsafe no-IOMMU mode names the group
+		// "noiommu-N" (drivers/vfio/group.c).
+		if root.Exists(path.Join("/sys/class/vfio", "noiommu-"+group)) {
+			name = "noiommu-" + group
+		}
+		g := ExpectedNode{
+			Path: path.Join("/dev/vfio", name), Kind: KindVFIOGroup, Shared: true, Required: true,
+			Why: "the device's IOMMU group node: a VFIO user opens /dev/vfio/<group> to reach the device",
+		}
+		if maj, min, src, ok := sysfsDev(root, path.Join("/sys/class/vfio", name, "dev")); ok {
+			g.Major, g.Minor, g.DevKnown, g.DevSource = maj, min, true, src
+		} else if maj, ok := x.ProcDevices.CharMajor(procVFIOName); ok {
+			g.Major, g.MajorOnly = maj, true
+			g.DevSource = fmt.Sprintf("%q in %s (minor not published: %s)", procVFIOName, ProcDevicesPath, src)
+		} else {
+			g.DevSource = src
+		}
+		add(d.Address, g)
+	}
+	// The per-device cdev of VFIO over iommufd (Linux 6.6+,
+	// drivers/vfio/device_cdev.c): <device>/vfio-dev/vfioN.
+	names, err := root.ReadDir(path.Join(sys, "vfio-dev"))
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			fail(d.Address, err)
+		}
+		return
+	}
+	for _, nm := range names {
+		if !strings.HasPrefix(nm, "vfio") {
+			continue
+		}
+		n := ExpectedNode{
+			Path: path.Join("/dev/vfio/devices", nm), Kind: KindVFIODevice,
+			Why: "the device's VFIO cdev for iommufd users; the group node serves the legacy interface",
+		}
+		if maj, min, src, ok := sysfsDev(root, path.Join(sys, "vfio-dev", nm, "dev")); ok {
+			n.Major, n.Minor, n.DevKnown, n.DevSource = maj, min, true, src
+		} else {
+			n.DevSource = src
+		}
+		add(d.Address, n)
+	}
+}
+
+// drmNodes expects /dev/dri/<name> for each card*/renderD* the DRM core
+// registered under the device (drivers/gpu/drm/drm_sysfs.c).
+func drmNodes(root *hostfs.Root, d Device, sys string, add addFn, fail failFn) {
+	names, err := root.ReadDir(path.Join(sys, "drm"))
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			fail(d.Address, err)
+		}
+		return
+	}
+	hasRender := false
+	for _, nm := range names {
+		if strings.HasPrefix(nm, "renderD") {
+			hasRender = true
+		}
+	}
+	for _, nm := range names {
+		var n ExpectedNode
+		switch {
+		case strings.HasPrefix(nm, "renderD"):
+			n = ExpectedNode{Kind: KindDRMRender, Required: d.Driver != "nvidia",
+				Why: "the render node: compute and media on Mesa, ROCm, oneAPI and VA-API open it"}
+			if d.Driver == "nvidia" {
+				n.Why = "nvidia-drm's render node serves graphics (GBM/EGL); CUDA uses /dev/nvidia*"
+			}
+		case strings.HasPrefix(nm, "card") && !strings.Contains(nm, "-"):
+			// card0-DP-1 and the like are connectors, not nodes.
+			n = ExpectedNode{Kind: KindDRMCard, Required: !hasRender && d.Driver != "nvidia",
+				Why: "the primary node: modesetting and display; compute uses the render node"}
+			if n.Required {
+				n.Why = "the primary node, and the device's only DRM node (no render node registered)"
+			}
+		default:
+			continue
+		}
+		n.Path = path.Join("/dev/dri", nm)
+		if maj, min, src, ok := sysfsDev(root, path.Join(sys, "drm", nm, "dev")); ok {
+			n.Major, n.Minor, n.DevKnown, n.DevSource = maj, min, true, src
+		} else {
+			n.DevSource = src
+		}
+		add(d.Address, n)
+	}
+}
+
+// classNodes expects /dev/<...>/<name> for each entry of /sys/class/<class>
+// whose "device" link resolves to the PCI device (or a child of it).
+func classNodes(root *hostfs.Root, d Device, sys, class, devDir, kind, why string, add addFn, fail failFn) {
+	dir := path.Join("/sys/class", class)
+	names, err := root.ReadDir(dir)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			fail(d.Address, err)
+		}
+		return
+	}
+	for _, nm := range names {
+		dev, err := root.Resolve(path.Join(dir, nm, "device"))
+		if err != nil {
+			continue // virtual class devices have no device link
+		}
+		if dev != sys && !strings.HasPrefix(dev, sys+"/") {
+			continue
+		}
+		n := ExpectedNode{Path: path.Join(devDir, nm), Kind: kind, Required: true, Why: why}
+		if maj, min, src, ok := sysfsDev(root, path.Join(dir, nm, "dev")); ok {
+			n.Major, n.Minor, n.DevKnown, n.DevSource = maj, min, true, src
+		} else {
+			n.DevSource = src
+		}
+		add(d.Address, n)
+	}
+}
+
+// sysfsDev reads a sysfs "dev" attribute (drivers/base/core.c, dev_show:
+// "MAJOR:MINOR"). src names the file, or why it could not be used.
+func sysfsDev(root *hostfs.Root, p string) (major, minor uint32, src string, ok bool) {
+	s, err := root.ReadString(p)
+	if err != nil {
+		return 0, 0, "unknown: " + err.Error(), false
+	}
+	maj, min, err := hostfs.ParseMajorMinor(s)
+	if err != nil {
+		return 0, 0, fmt.Sprintf("unknown: %s: %v", p, err), false
+	}
+	return maj, min, p, true
+}

@@ -1,0 +1,236 @@
+package devnode
+
+import (
+	"archive/tar"
+	"compress/bzip2"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+)
+
+const (
+	sysNV0  = "/sys/devices/pci0000:00/0000:17:00.0"
+	sysNV1  = "/sys/devices/pci0000:00/0000:18:00.0"
+	sysAMD  = "/sys/devices/pci0000:00/0000:03:00.0"
+	sysVFIO = "/sys/devices/pci0000:00/0000:65:00.0"
+	sysNPU  = "/sys/devices/pci0000:00/0000:a0:00.0"
+)
+
+func expectTree(t *testing.T) *hostfs.Root {
+	t.Helper()
+	dir := tree(t, map[string]string{
+		"/proc/devices": "Character devices:\n 10 misc\n195 nvidia-frontend\n226 drm\n235 nvidia-caps\n236 nvidia-uvm\n" +
+			"240 kfd\n243 vfio\n261 accel\n\nBlock devices:\n  8 sd\n",
+		"/proc/driver/nvidia/gpus/0000:17:00.0/information": "Model: \t\t NVIDIA H100\nBus Location: \t 0000:17:00.0\nDevice Minor: \t 3\n",
+		"/proc/driver/nvidia/capabilities/mig/config":       "DeviceFileMinor: 1\nDeviceFileMode: 256\nDeviceFileModify: 1\n",
+		sysNV0 + "/drm/card1/dev":                           "226:1\n",
+		sysNV0 + "/drm/renderD129/dev":                      "226:129\n",
+		sysNV1 + "/vendor":                                  "0x10de\n",
+		sysAMD + "/drm/card0/dev":                           "226:0\n",
+		sysAMD + "/drm/card0-DP-1/status":                   "connected\n",
+		sysAMD + "/drm/renderD128/dev":                      "226:128\n",
+		"/sys/class/kfd/kfd/dev":                            "240:0\n",
+		sysVFIO + "/vendor":                                 "0x10de\n",
+		"/sys/kernel/iommu_groups/12/type":                  "DMA\n",
+		"/sys/class/vfio/12/dev":                            "243:0\n",
+		sysNPU + "/vendor":                                  "0x8086\n",
+		"/sys/devices/virtual/accel/accel1/dev":             "261:1\n",
+		sysNPU + "/accel/accel0/dev":                        "261:0\n",
+	}, map[string]string{
+		"/sys/bus/pci/devices/0000:17:00.0": "../../../devices/pci0000:00/0000:17:00.0",
+		sysVFIO + "/iommu_group":            "../../../kernel/iommu_groups/12",
+		"/sys/class/accel/accel0":           "../../devices/pci0000:00/0000:a0:00.0/accel/accel0",
+		sysNPU + "/accel/accel0/device":     "../../../0000:a0:00.0",
+		"/sys/class/accel/accel1":           "../../devices/virtual/accel/accel1",
+	}, "")
+	return hostfs.MustNew(dir)
+}
+
+func TestExpected(t *testing.T) {
+	root := expectTree(t)
+	devs := []Device{
+		{Address: "0000:17:00.0", Vendor: 0x10de, Driver: "nvidia"}, // SysfsPath resolved from /sys/bus/pci/devices
+		{Address: "0000:18:00.0", Vendor: 0x10de, Driver: "nvidia", SysfsPath: sysNV1},
+		{Address: "0000:03:00.0", Vendor: 0x1002, Driver: "amdgpu", SysfsPath: sysAMD},
+		{Address: "0000:65:00.0", Vendor: 0x10de, Driver: "vfio-pci", SysfsPath: sysVFIO},
+		{Address: "0000:a0:00.0", Vendor: 0x8086, Driver: "intel_vpu", SysfsPath: sysNPU},
+		{Address: "0000:b0:00.0", Vendor: 0x8086, Driver: "", SysfsPath: "/sys/devices/pci0000:00/0000:b0:00.0"},
+	}
+	x := Expected(root, devs)
+	nv := []string{"0000:17:00.0", "0000:18:00.0"}
+	type row struct {
+		Path, Kind, Dev string
+		MajorOnly       bool
+		Subjects        []string
+		Shared          bool
+		Required        bool
+	}
+	var got []row
+	for _, n := range x.Nodes {
+		if n.Type != hostfs.TypeChar {
+			t.Errorf("%s: type %s, want char", n.Path, n.Type)
+		}
+		if n.Why == "" || n.DevSource == "" {
+			t.Errorf("%s: Why %q DevSource %q; both must say something", n.Path, n.Why, n.DevSource)
+		}
+		got = append(got, row{n.Path, n.Kind, n.Dev(), n.MajorOnly, n.Subjects, n.Shared, n.Required})
+	}
+	want := []row{
+		{"/dev/accel/accel0", KindAccel, "261:0", false, []string{"0000:a0:00.0"}, false, true},
+		{"/dev/dri/card0", KindDRMCard, "226:0", false, []string{"0000:03:00.0"}, false, false},
+		{"/dev/dri/card1", KindDRMCard, "226:1", false, []string{"0000:17:00.0"}, false, false},
+		{"/dev/dri/renderD128", KindDRMRender, "226:128", false, []string{"0000:03:00.0"}, false, true},
+		{"/dev/dri/renderD129", KindDRMRender, "226:129", false, []string{"0000:17:00.0"}, false, false},
+		{"/dev/kfd", KindKFD, "240:0", false, []string{"0000:03:00.0"}, true, true},
+		{"/dev/nvidia-caps/nvidia-cap1", KindNVIDIACap, "235:1", false, nv, true, false},
+		{"/dev/nvidia-modeset", KindNVIDIAModeset, "195:254", false, nv, true, false},
+		{"/dev/nvidia-uvm", KindNVIDIAUVM, "236:0", false, nv, true, true},
+		{"/dev/nvidia-uvm-tools", KindNVIDIAUVMTools, "236:1", false, nv, true, false},
+		{"/dev/nvidia3", KindNVIDIAGPU, "195:3", false, []string{"0000:17:00.0"}, false, true},
+		{"/dev/nvidiactl", KindNVIDIACtl, "195:255", false, nv, true, true},
+		{"/dev/vfio/12", KindVFIOGroup, "243:0", false, []string{"0000:65:00.0"}, true, true},
+		{"/dev/vfio/vfio", KindVFIOContainer, "10:196", false, []string{"0000:65:00.0"}, true, true},
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("nodes (-want +got):\n%s", d)
+	}
+	// The second GPU has no information file: its own node is unknown,
+	// reported as its error, and it still shares the common nodes.
+	if len(x.Errors) != 1 || x.Errors[0].Address != "0000:18:00.0" || !errors.Is(x.Errors[0], fs.ErrNotExist) {
+		t.Errorf("Errors = %v; want one ErrNotExist for 0000:18:00.0", x.Errors)
+	}
+	wantCovered := map[string]bool{"0000:17:00.0": true, "0000:18:00.0": true, "0000:03:00.0": true, "0000:65:00.0": true, "0000:a0:00.0": true}
+	if d := cmp.Diff(wantCovered, x.Covered); d != "" {
+		t.Errorf("Covered (-want +got):\n%s", d)
+	}
+}
+
+func TestExpectedUVMNotLoaded(t *testing.T) {
+	dir := tree(t, map[string]string{
+		"/proc/devices": "Character devices:\n195 nvidia\n",
+		"/proc/driver/nvidia/gpus/0000:17:00.0/information": "Device Minor: 0\n",
+		sysNV0 + "/vendor": "0x10de\n",
+	}, nil, "")
+	x := Expected(hostfs.MustNew(dir), []Device{{Address: "0000:17:00.0", Vendor: 0x10de, Driver: "nvidia", SysfsPath: sysNV0}})
+	for _, n := range x.Nodes {
+		if n.Path == "/dev/nvidia-uvm" {
+			if n.DevKnown || !n.Required || !strings.Contains(n.DevSource, "not loaded") {
+				t.Errorf("nvidia-uvm without its module: %+v; want required, devnum unknown, source saying not loaded", n)
+			}
+			return
+		}
+	}
+	t.Error("/dev/nvidia-uvm not expected")
+}
+
+func TestParseCapMinor(t *testing.T) {
+	for in, want := range map[string]uint32{"DeviceFileMinor: 2\nDeviceFileMode: 292\n": 2, "DeviceFileMode: 1\nDeviceFileMinor:7": 7} {
+		if got, err := ParseCapMinor([]byte(in)); err != nil || got != want {
+			t.Errorf("ParseCapMinor(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "DeviceFileMinor: x", "DeviceFileMinor: 99999999"} {
+		if _, err := ParseCapMinor([]byte(in)); err == nil {
+			t.Errorf("ParseCapMinor(%q): no error", in)
+		}
+	}
+}
+
+// corpusDir is ../shared/corpus next to the repository.
+func corpusDir(t *testing.T) string {
+	t.Helper()
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Skip("cannot locate the test file")
+	}
+	repo := filepath.Join(filepath.Dir(file), "..", "..")
+	d := filepath.Join(repo, "..", "shared", "corpus")
+	if _, err := os.Stat(d); err != nil {
+		t.Skipf("corpus not present at %s (a fresh clone has no ../shared): %v", d, err)
+	}
+	return d
+}
+
+// untarBz2 unpacks regular files, directories and symlinks of a .tar.bz2
+// into dir.
+func untarBz2(t *testing.T, archive, dir string) {
+	t.Helper()
+	f, err := os.Open(archive)
+	if err != nil {
+		t.Skipf("corpus file missing: %v", err)
+	}
+	defer f.Close()
+	tr := tar.NewReader(bzip2.NewReader(f))
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := filepath.Clean("/" + h.Name)
+		dst := filepath.Join(dir, name)
+		switch h.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(dst, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		case tar.TypeReg:
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			b, err := io.ReadAll(io.LimitReader(tr, 64<<20))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(dst, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		case tar.TypeSymlink:
+			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(h.Linkname, dst); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestExpectedCorpusDRM runs the DRM expectations over hwloc's capture of
+// a machine with an integrated GPU (card0 and a legacy controlD64 node).
+func TestExpectedCorpusDRM(t *testing.T) {
+	dir := t.TempDir()
+	untarBz2(t, filepath.Join(corpusDir(t), "hwloc", "linux", "2pa-pcidomain32bits.tar.bz2"), dir)
+	root := hostfs.MustNew(filepath.Join(dir, "2pa-pcidomain32bits"))
+	want, err := root.ReadString("/sys/devices/pci0000:00/0000:00:02.0/drm/card0/dev")
+	if err != nil {
+		t.Fatalf("corpus changed: %v", err)
+	}
+	x := Expected(root, []Device{{Address: "0000:00:02.0", Vendor: 0x8086, Driver: "i915", SysfsPath: "/sys/devices/pci0000:00/0000:00:02.0"}})
+	var paths []string
+	for _, n := range x.Nodes {
+		paths = append(paths, n.Path)
+		if n.Path == "/dev/dri/card0" && n.Dev() != want {
+			t.Errorf("card0 dev %q, want %q from sysfs", n.Dev(), want)
+		}
+	}
+	// controlD64 is a legacy control node, not card*/renderD*; with no
+	// render node the primary node is the one the device needs.
+	if d := cmp.Diff([]string{"/dev/dri/card0"}, paths); d != "" {
+		t.Errorf("paths (-want +got):\n%s", d)
+	}
+	if len(x.Nodes) == 1 && !x.Nodes[0].Required {
+		t.Error("card0 without a render node should be required")
+	}
+}

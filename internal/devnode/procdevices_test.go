@@ -1,0 +1,147 @@
+package devnode
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+const procDevicesNVIDIA = `Character devices:
+  1 mem
+  4 /dev/vc/0
+  4 tty
+  4 ttyS
+ 10 misc
+195 nvidia-frontend
+226 drm
+234 nvidia-nvswitch
+235 nvidia-caps
+236 nvidia-uvm
+511 nvidia-nvlink
+
+Block devices:
+  7 loop
+  8 sd
+259 blkext
+`
+
+func TestParseProcDevices(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    ProcDevices
+		wantErr bool
+	}{{
+		name: "nvidia host",
+		in:   procDevicesNVIDIA,
+		want: ProcDevices{
+			Char: map[uint32][]string{1: {"mem"}, 4: {"/dev/vc/0", "tty", "ttyS"}, 10: {"misc"}, 195: {"nvidia-frontend"},
+				226: {"drm"}, 234: {"nvidia-nvswitch"}, 235: {"nvidia-caps"}, 236: {"nvidia-uvm"}, 511: {"nvidia-nvlink"}},
+			Block: map[uint32][]string{7: {"loop"}, 8: {"sd"}, 259: {"blkext"}},
+		},
+	}, {
+		name: "empty",
+		in:   "",
+		want: ProcDevices{Char: map[uint32][]string{}, Block: map[uint32][]string{}},
+	}, {
+		name: "duplicate line kept once",
+		in:   "Character devices:\n 10 misc\n 10 misc\n",
+		want: ProcDevices{Char: map[uint32][]string{10: {"misc"}}, Block: map[uint32][]string{}},
+	}, {
+		name:    "entry before a section",
+		in:      "  1 mem\n",
+		wantErr: true,
+	}, {
+		name:    "major not a number",
+		in:      "Character devices:\nxx mem\n",
+		wantErr: true,
+	}, {
+		name:    "major beyond dev_t",
+		in:      "Character devices:\n4096 big\n",
+		wantErr: true,
+	}, {
+		name:    "no name",
+		in:      "Character devices:\n 12\n",
+		wantErr: true,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseProcDevices(strings.NewReader(tt.in))
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
+			}
+			if tt.wantErr {
+				return
+			}
+			if d := cmp.Diff(tt.want, got); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestProcDevicesLookup(t *testing.T) {
+	pd, err := ParseProcDevices(strings.NewReader(procDevicesNVIDIA))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := pd.CharMajor("nvidia-uvm"); !ok || m != 236 {
+		t.Errorf("CharMajor(nvidia-uvm) = %d, %v; want 236", m, ok)
+	}
+	if _, ok := pd.CharMajor("loop"); ok {
+		t.Error("CharMajor(loop) found a block name")
+	}
+	if m, ok := pd.BlockMajor("loop"); !ok || m != 7 {
+		t.Errorf("BlockMajor(loop) = %d, %v; want 7", m, ok)
+	}
+	if !pd.CharRegistered(195) || pd.CharRegistered(240) {
+		t.Error("CharRegistered: want 195 registered and 240 not")
+	}
+	if d := cmp.Diff([]string{"/dev/vc/0", "tty", "ttyS"}, pd.CharNames(4)); d != "" {
+		t.Errorf("CharNames(4): %s", d)
+	}
+}
+
+func TestParseProcDevicesLive(t *testing.T) {
+	f, err := os.Open("/proc/devices")
+	if err != nil {
+		t.Skipf("no /proc/devices: %v", err)
+	}
+	defer f.Close()
+	pd, err := ParseProcDevices(f)
+	if err != nil {
+		t.Fatalf("live /proc/devices: %v", err)
+	}
+	// mem (1) and misc (10) are registered by every Linux kernel
+	// (drivers/char/mem.c, drivers/char/misc.c).
+	if m, ok := pd.CharMajor("mem"); !ok || m != 1 {
+		t.Errorf("mem major = %d, %v; want 1", m, ok)
+	}
+	if m, ok := pd.CharMajor("misc"); !ok || m != 10 {
+		t.Errorf("misc major = %d, %v; want 10", m, ok)
+	}
+}
+
+func FuzzParseProcDevices(f *testing.F) {
+	f.Add([]byte(procDevicesNVIDIA))
+	f.Add([]byte("Character devices:\n"))
+	f.Add([]byte("Block devices:\n 7 loop\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		pd, err := ParseProcDevices(strings.NewReader(string(b)))
+		if err != nil {
+			return
+		}
+		for maj, names := range pd.Char {
+			if maj >= 1<<12 || len(names) == 0 {
+				t.Fatalf("char major %d names %q", maj, names)
+			}
+			for _, n := range names {
+				if m, ok := pd.CharMajor(n); !ok || m > maj {
+					t.Fatalf("CharMajor(%q) = %d, %v; %q is under %d", n, m, ok, n, maj)
+				}
+			}
+		}
+	})
+}
