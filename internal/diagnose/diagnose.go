@@ -18,6 +18,7 @@ type Options struct {
 	Devices []string       // PCI addresses to restrict to; empty: all
 	PID     int            // process whose cgroup the cgroup layer judges; 0: our own
 	Cgroup  string         // a cgroup path instead of a PID
+	Spec    string         // an OCI config.json (host path) for the cgroup drift check
 	Probe   bool           // run functional probes (layer 8)
 }
 

@@ -1,7 +1,392 @@
 package diagnose
 
-// Layer checks for cgroup: filled in by the layer's own work.
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
 
-var cgroupCodes []Code
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-func cgroupChecks() []Check { return nil }
+	"github.com/accel-doctor/accel-doctor/internal/cgroup"
+	"github.com/accel-doctor/accel-doctor/internal/devnode"
+	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+	"github.com/accel-doctor/accel-doctor/internal/report"
+)
+
+// Layer 4: may the target's processes open each accelerator node, and
+// which rule or program decides? The target is Options.PID, or
+// Options.Cgroup, or accel-doctor's own process ("self").
+
+const (
+	CodeCgroupMode          = "CGROUP_MODE"
+	CodeCgroupModeUnknown   = "CGROUP_MODE_UNKNOWN"
+	CodeCgroupAllowed       = "CGROUP_DEVICE_ALLOWED"
+	CodeCgroupDenied        = "CGROUP_DEVICE_DENIED"
+	CodeCgroupPartial       = "CGROUP_DEVICE_PARTIAL"
+	CodeCgroupNotGranted    = "CGROUP_DEVICE_NOT_GRANTED"
+	CodeCgroupUnreadable    = "CGROUP_POLICY_UNREADABLE"
+	CodeCgroupDrift         = "CGROUP_DEVICE_DRIFT"
+	CodeCgroupNoDrift       = "CGROUP_DEVICE_NO_DRIFT"
+	CodeCgroupSpecUnusable  = "CGROUP_SPEC_UNREADABLE"
+	CodeCgroupNodeUnchecked = "CGROUP_NODE_UNCHECKED"
+)
+
+var cgroupCodes = []Code{
+	{Code: CodeCgroupMode, Layer: report.LayerCgroup, Title: "cgroup mode and the target's cgroups",
+		Explain: `Which cgroup hierarchies the host mounts, read from /proc/self/mountinfo under
+the root: v1 (the devices controller decides), v2 (BPF_CGROUP_DEVICE programs
+decide) or hybrid (both decide, and access needs both to allow). The evidence
+names the target process or cgroup and where it lives in each hierarchy.`},
+	{Code: CodeCgroupModeUnknown, Layer: report.LayerCgroup, Title: "cgroup hierarchies could not be read",
+		Explain: `The root's /proc/self/mountinfo could not be read, or mounts no cgroup hierarchy,
+or the target process's /proc/PID/cgroup could not be read. Without them the
+cgroup device policy cannot be located, so every cgroup check is NOT_RUN.
+Snapshots and fixture trees without /proc are the usual cause.`,
+		Remediation: "Run on the live host (or with the host's /proc mounted at --root/proc), and check that the --pid exists."},
+	{Code: CodeCgroupAllowed, Layer: report.LayerCgroup, Title: "the cgroup allows read and write on the node",
+		Explain: `The target's effective cgroup device policy allows opening the node for reading
+and writing. On v1 the deciding line of devices.list is shown; on v2 the
+program id and the index of the exit instruction that returned the verdict,
+found by running the program's translated instructions in accel-doctor's own
+interpreter over the bpf_cgroup_dev_ctx the kernel would pass. mknod (m) is
+reported but not required: containers do not create device nodes.`},
+	{Code: CodeCgroupDenied, Layer: report.LayerCgroup, Title: "the cgroup denies the node although the process can see it",
+		Explain: `The node is present in the target's /dev, but the effective device policy denies
+opening it: open() returns EPERM, CUDA reports no device and NVML fails to
+initialize. This is the classic "device visible but unusable" case: the node was
+bind-mounted or created in the container without a matching device rule, or the
+rule was lost (a systemd daemon-reload re-applying a unit without the rule, or
+a hook that added the rule outside the OCI spec).`,
+		Remediation: "Give the container the device through the runtime (CDI injection, --device, or the device plugin's Allocate response) so that the rule is part of the OCI spec; do not add rules by hand or from legacy hooks, which systemd drops on daemon-reload."},
+	{Code: CodeCgroupPartial, Layer: report.LayerCgroup, Title: "the cgroup allows only part of the access the node needs",
+		Explain: `The policy allows one access and denies another, for example read allowed and
+write denied ('c 195:0 r'). GPU, render and VFIO nodes are opened read-write,
+so a read-only rule fails exactly like a denial, with EPERM on O_RDWR.`,
+		Remediation: "Grant 'rw' (e.g. 'c 195:0 rw') in the container's device rules; check the device plugin's or CDI spec's permissions field."},
+	{Code: CodeCgroupNotGranted, Layer: report.LayerCgroup, Title: "the node is denied and not in the process's /dev",
+		Explain: `The policy denies the node and the target process has no such node in its own
+/dev: the device was not given to this container, which is consistent and not a
+fault (a pod with one GPU sees one /dev/nvidiaN). It is reported so that the
+table shows every node of the host.`},
+	{Code: CodeCgroupUnreadable, Layer: report.LayerCgroup, Title: "the exact device policy cannot be read",
+		Explain: `The policy could not be decided from what the kernel exposes. Causes: a v1 cgroup
+whose default is allow shows 'a *:* rwm' in devices.list and hides its deny
+exceptions; cgroup v2 programs need root (CAP_SYS_ADMIN or CAP_BPF) to be
+listed and read, and a non-root query gets EPERM; a snapshot or fixture holds no
+BPF programs; a program uses an instruction accel-doctor's interpreter does not
+model, or runs past its step limit. accel-doctor never guesses: the answer is
+NOT_RUN, with the reason.`,
+		Remediation: "Run as root on the live host, or measure instead of reading: `accel-doctor sandbox` or the functional probe opens the node inside the cgroup and classifies the errno (EPERM means the cgroup denies it)."},
+	{Code: CodeCgroupNodeUnchecked, Layer: report.LayerCgroup, Title: "a node was not evaluated",
+		Explain: `The node's device number is unknown (it is missing and sysfs gives no number) or
+an earlier layer already failed for it, so there is nothing meaningful for the
+cgroup policy to decide about it.`,
+		Remediation: "Fix the earlier layer's finding first."},
+	{Code: CodeCgroupDrift, Layer: report.LayerCgroup, Title: "the kernel's device policy differs from the OCI spec",
+		Explain: `The container's OCI spec (linux.resources.devices, applied in order from a
+default deny, last match winning, as runc does) asks for one decision and the
+kernel's effective policy gives another. Known causes: the runc rule-loading
+race (the cgroup is briefly default-deny while rules are written), a systemd
+daemon-reload that re-applies the unit's DeviceAllow= and drops rules added
+outside the spec (the "Failed to initialize NVML: Unknown Error" case; runc's
+DeviceAllow=/dev/char/M:m misses nodes without /dev/char links), or rules
+changed by hand.`,
+		Remediation: "Inject devices through the spec (CDI or the device plugin), create /dev/char links for NVIDIA nodes, and restart the container to re-apply its rules."},
+	{Code: CodeCgroupNoDrift, Layer: report.LayerCgroup, Title: "the kernel's device policy matches the OCI spec",
+		Explain: `For every accelerator node and every device the OCI spec names, the kernel's
+effective decision equals what linux.resources.devices asks for.`},
+	{Code: CodeCgroupSpecUnusable, Layer: report.LayerCgroup, Title: "the OCI spec given for the drift check could not be used",
+		Explain: `The --spec file could not be read or parsed as an OCI runtime config.json, or has
+no linux.resources.devices, so there is nothing to compare the kernel's policy
+with.`,
+		Remediation: "Pass the container's config.json (runc: the bundle's config.json; containerd: /run/containerd/io.containerd.runtime.v2.task/<ns>/<id>/config.json)."},
+}
+
+func cgroupChecks() []Check {
+	return []Check{
+		{ID: "cgroup.mode", Layer: report.LayerCgroup, Title: "cgroup hierarchies and the target's cgroups",
+			Codes: []string{CodeCgroupMode, CodeCgroupModeUnknown}, Run: checkCgroupMode},
+		{ID: "cgroup.access", Layer: report.LayerCgroup, Title: "effective device access of the target for every accelerator node",
+			Codes: []string{CodeCgroupAllowed, CodeCgroupDenied, CodeCgroupPartial, CodeCgroupNotGranted, CodeCgroupUnreadable, CodeCgroupNodeUnchecked},
+			Run: checkCgroupAccess},
+		{ID: "cgroup.drift", Layer: report.LayerCgroup, Title: "kernel device policy against the container's OCI spec",
+			Codes: []string{CodeCgroupDrift, CodeCgroupNoDrift, CodeCgroupSpecUnusable, CodeCgroupUnreadable}, Run: checkCgroupDrift},
+	}
+}
+
+// cgroupTarget is what the layer judges.
+func (e *Env) cgroupTarget() cgroup.Target {
+	switch {
+	case e.Opts.Cgroup != "":
+		return cgroup.Target{Cgroup: e.Opts.Cgroup}
+	case e.Opts.PID > 0:
+		return cgroup.Target{PID: e.Opts.PID}
+	}
+	return cgroup.Target{Self: true}
+}
+
+// CgroupPolicy reads the target's device policy once per run.
+func (e *Env) CgroupPolicy() (*cgroup.Policy, error) {
+	return memo(e, "cgroup.policy", func() (*cgroup.Policy, error) {
+		return cgroup.ReadPolicy(e.Root, e.cgroupTarget())
+	})
+}
+
+func targetName(e *Env) string {
+	t := e.cgroupTarget()
+	switch {
+	case t.Cgroup != "":
+		return "cgroup " + t.Cgroup
+	case e.Opts.PID > 0:
+		return fmt.Sprintf("pid %d", e.Opts.PID)
+	}
+	return "accel-doctor's own process"
+}
+
+func checkCgroupMode(e *Env, out *Out) {
+	p, err := e.CgroupPolicy()
+	if err != nil {
+		out.NotRun(CodeCgroupModeUnknown, "host", "cgroup device policy not located", err.Error())
+		return
+	}
+	ev := []report.Evidence{Ev(cgroup.MountinfoPath, "mode "+p.Mounts.Mode.String())}
+	if p.V1Applies {
+		ev = append(ev, Ev(p.Mounts.DevicesV1, "v1 devices controller; target at "+p.V1Path))
+	}
+	if p.V2Applies {
+		ev = append(ev, Ev(p.Mounts.Unified, "cgroup2; target at "+p.V2Path))
+	}
+	out.Add(CodeCgroupMode, report.Pass, "host", fmt.Sprintf("cgroup %s; judging %s", p.Mounts.Mode, targetName(e)), ev...)
+}
+
+// nodeDev is the device number to evaluate for an expected node: what is
+// really on disk when the node exists, else what sysfs says it must be.
+func nodeDev(n devnode.ExpectedNode, st devnode.NodeState) (cgroup.DeviceRef, bool) {
+	typ := byte('c')
+	if n.Type == hostfs.TypeBlock {
+		typ = 'b'
+	}
+	if st.Exists && (st.Node.Type == hostfs.TypeChar || st.Node.Type == hostfs.TypeBlock) {
+		if st.Node.Type == hostfs.TypeBlock {
+			typ = 'b'
+		}
+		return cgroup.DeviceRef{Type: typ, Major: st.Node.Major, Minor: st.Node.Minor}, true
+	}
+	if n.DevKnown {
+		return cgroup.DeviceRef{Type: typ, Major: n.Major, Minor: n.Minor}, true
+	}
+	return cgroup.DeviceRef{}, false
+}
+
+// visibleToTarget says whether the target process has the node in its own
+// /dev. For accel-doctor itself, and on a captured host, its /dev is the
+// root's; for another PID on the live host it is /proc/PID/root/dev.
+func (e *Env) visibleToTarget(path string, st devnode.NodeState) (bool, string) {
+	if e.Opts.PID > 0 && e.Root.IsLive() && e.Opts.Cgroup == "" {
+		p := fmt.Sprintf("/proc/%d/root%s", e.Opts.PID, path)
+		_, err := e.Root.Stat(p)
+		return err == nil, p
+	}
+	return st.Exists, path
+}
+
+func describeDecision(d cgroup.Decision) string {
+	switch {
+	case !d.Known:
+		return "undecided (" + d.Reason + ")"
+	case d.Allowed:
+		return "allowed by " + d.DecidedBy
+	}
+	return "denied by " + d.DecidedBy
+}
+
+func checkCgroupAccess(e *Env, out *Out) {
+	p, err := e.CgroupPolicy()
+	if err != nil {
+		out.NotRun(CodeCgroupUnreadable, "host", "device access not evaluated", "cgroup policy not located: "+err.Error())
+		return
+	}
+	nodes := e.ExpectedNodes()
+	for _, n := range nodes {
+		if f, failed := e.FailedBelow(n.Path, report.LayerCgroup); failed {
+			out.NotRun(CodeCgroupNodeUnchecked, n.Path, "not evaluated", "an earlier layer failed: "+f.Code+": "+f.Summary)
+			continue
+		}
+		st := e.NodeState(n.Path)
+		dev, ok := nodeDev(n, st)
+		if !ok {
+			out.NotRun(CodeCgroupNodeUnchecked, n.Path, "not evaluated", "its device number is unknown")
+			continue
+		}
+		res := p.Evaluate(dev, cgroup.AccessRead|cgroup.AccessWrite|cgroup.AccessMknod)
+		judgeAccess(e, out, n, st, dev, res)
+	}
+}
+
+// judgeAccess turns the decisions on one node into a finding: rw is what
+// accelerator nodes are opened with; m is reported, never required.
+func judgeAccess(e *Env, out *Out, n devnode.ExpectedNode, st devnode.NodeState, dev cgroup.DeviceRef, res cgroup.Result) {
+	var r, w, m cgroup.AccessResult
+	for _, a := range res.Each {
+		switch a.Access {
+		case cgroup.AccessRead:
+			r = a
+		case cgroup.AccessWrite:
+			w = a
+		case cgroup.AccessMknod:
+			m = a
+		}
+	}
+	rw := e.cgroupRW(dev)
+	id := fmt.Sprintf("%c %d:%d", dev.Type, dev.Major, dev.Minor)
+	ev := []report.Evidence{
+		Ev("", fmt.Sprintf("%s %s: read %s", n.Path, id, describeDecision(r.Combined))),
+		Ev("", fmt.Sprintf("%s %s: write %s", n.Path, id, describeDecision(w.Combined))),
+		Ev("", fmt.Sprintf("%s %s: read+write (one O_RDWR open) %s", n.Path, id, describeDecision(rw.Combined))),
+		Ev("", fmt.Sprintf("%s %s: mknod %s", n.Path, id, describeDecision(m.Combined))),
+	}
+	who := strings.Join(n.Subjects, ", ")
+	if len(n.Subjects) > 2 {
+		who = fmt.Sprintf("shared by %d devices", len(n.Subjects))
+	}
+	switch {
+	case !r.Combined.Known || !w.Combined.Known || !rw.Combined.Known:
+		reason := r.Combined.Reason
+		for _, d := range []cgroup.Decision{w.Combined, rw.Combined} {
+			if reason == "" {
+				reason = d.Reason
+			}
+		}
+		out.NotRun(CodeCgroupUnreadable, n.Path, fmt.Sprintf("%s (%s): access undecided", id, who), reason, ev...)
+	case rw.Combined.Allowed:
+		out.Add(CodeCgroupAllowed, report.Pass, n.Path, fmt.Sprintf("%s (%s): rw allowed%s", id, who, mknodNote(m.Combined)), ev...)
+	default:
+		visible, where := e.visibleToTarget(n.Path, st)
+		ev = append(ev, Ev(where, map[bool]string{true: "present in the target's /dev", false: "absent from the target's /dev"}[visible]))
+		partial := r.Combined.Allowed || w.Combined.Allowed
+		switch {
+		case !visible:
+			out.Add(CodeCgroupNotGranted, report.Pass, n.Path, fmt.Sprintf("%s (%s): denied and not in the target's /dev: not given to it", id, who), ev...)
+		case partial:
+			out.Add(CodeCgroupPartial, report.Fail, n.Path, fmt.Sprintf("%s (%s): only %s allowed; rw is denied (EPERM)", id, who, allowedList(r.Combined, w.Combined)), ev...)
+		default:
+			st := report.Fail
+			if !n.Required {
+				st = report.Warn
+			}
+			out.Add(CodeCgroupDenied, st, n.Path, fmt.Sprintf("%s (%s): visible but denied by the cgroup (open gives EPERM)", id, who), ev...)
+		}
+	}
+}
+
+// cgroupRW is the decision for one O_RDWR open asking r and w together
+// (v1 needs a single exception holding both).
+func (e *Env) cgroupRW(dev cgroup.DeviceRef) cgroup.AccessResult {
+	p, _ := e.CgroupPolicy()
+	return p.Evaluate(dev, cgroup.AccessRead|cgroup.AccessWrite).Whole
+}
+
+func mknodNote(m cgroup.Decision) string {
+	if m.Known && !m.Allowed {
+		return " (mknod denied, as usual)"
+	}
+	return ""
+}
+
+func allowedList(r, w cgroup.Decision) string {
+	switch {
+	case r.Allowed && !w.Allowed:
+		return "read"
+	case w.Allowed && !r.Allowed:
+		return "write"
+	}
+	return "read and write separately"
+}
+
+// readSpec reads an OCI config.json through the root.
+func readSpec(root *hostfs.Root, p string) (*specs.Spec, error) {
+	b, err := root.ReadFileLimit(p, 16<<20)
+	if err != nil {
+		return nil, err
+	}
+	var s specs.Spec
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	if s.Linux == nil || s.Linux.Resources == nil {
+		return nil, fmt.Errorf("%s: no linux.resources.devices", p)
+	}
+	return &s, nil
+}
+
+func checkCgroupDrift(e *Env, out *Out) {
+	if e.Opts.Spec == "" {
+		return // asked for only with --spec: nothing to compare with
+	}
+	s, err := readSpec(e.Root, e.Opts.Spec)
+	if err != nil {
+		out.NotRun(CodeCgroupSpecUnusable, "host", "drift not checked", err.Error())
+		return
+	}
+	p, err := e.CgroupPolicy()
+	if err != nil {
+		out.NotRun(CodeCgroupUnreadable, "host", "drift not checked", "cgroup policy not located: "+err.Error())
+		return
+	}
+	devs := driftDevices(e, s)
+	dr, err := p.Drift(s.Linux.Resources.Devices, devs)
+	if err != nil {
+		out.NotRun(CodeCgroupSpecUnusable, "host", "drift not checked", err.Error())
+		return
+	}
+	for _, d := range dr.Differ {
+		id := fmt.Sprintf("%c %d:%d", d.Device.Type, d.Device.Major, d.Device.Minor)
+		want := map[bool]string{true: "allows", false: "denies"}
+		out.Add(CodeCgroupDrift, report.Fail, id,
+			fmt.Sprintf("%s %s: the spec %s it, the kernel %s it", id, d.Access, want[d.SpecAllowed], want[d.Kernel.Allowed]),
+			Ev(e.Opts.Spec, "linux.resources.devices: "+d.SpecRule),
+			Ev("", "kernel: "+describeDecision(d.Kernel)))
+	}
+	for _, d := range dr.Undecided {
+		id := fmt.Sprintf("%c %d:%d", d.Device.Type, d.Device.Major, d.Device.Minor)
+		out.NotRun(CodeCgroupUnreadable, id, fmt.Sprintf("%s %s: drift undecided", id, d.Access), d.Kernel.Reason)
+	}
+	if len(dr.Differ) == 0 && len(dr.Undecided) == 0 {
+		out.Add(CodeCgroupNoDrift, report.Pass, "host",
+			fmt.Sprintf("kernel policy matches the spec's %d device rules on %d devices", len(s.Linux.Resources.Devices), len(devs)),
+			Ev(e.Opts.Spec, "linux.resources.devices"))
+	}
+}
+
+// driftDevices are the devices compared: every accelerator node, every
+// node the spec creates, and every specific device its rules name.
+func driftDevices(e *Env, s *specs.Spec) []cgroup.DeviceRef {
+	seen := map[cgroup.DeviceRef]bool{}
+	var out []cgroup.DeviceRef
+	add := func(d cgroup.DeviceRef) {
+		if !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	for _, n := range e.ExpectedNodes() {
+		if d, ok := nodeDev(n, e.NodeState(n.Path)); ok {
+			add(d)
+		}
+	}
+	for _, d := range s.Linux.Devices {
+		if t := d.Type; t == "c" || t == "b" || t == "u" {
+			typ := byte('c')
+			if t == "b" {
+				typ = 'b'
+			}
+			add(cgroup.DeviceRef{Type: typ, Major: uint32(d.Major), Minor: uint32(d.Minor)})
+		}
+	}
+	for _, r := range s.Linux.Resources.Devices {
+		if r.Major != nil && r.Minor != nil && *r.Major >= 0 && *r.Minor >= 0 && (r.Type == "c" || r.Type == "b") {
+			add(cgroup.DeviceRef{Type: r.Type[0], Major: uint32(*r.Major), Minor: uint32(*r.Minor)})
+		}
+	}
+	return out
+}

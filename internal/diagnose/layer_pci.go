@@ -1,7 +1,560 @@
 package diagnose
 
-// Layer checks for pci: filled in by the layer's own work.
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
 
-var pciCodes []Code
+	"github.com/accel-doctor/accel-doctor/internal/pci"
+	"github.com/accel-doctor/accel-doctor/internal/report"
+)
 
-func pciChecks() []Check { return nil }
+// Layer 1: the host's PCI bus. Is the accelerator there, is its link
+// trained as wide and as fast as it can be, and does the kernel know its
+// NUMA node?
+
+const (
+	CodePCIAccelPresent     = "PCI_ACCEL_PRESENT"
+	CodePCINoAccelerator    = "PCI_NO_ACCELERATOR"
+	CodePCIDeviceNotFound   = "PCI_DEVICE_NOT_FOUND"
+	CodePCIReadError        = "PCI_READ_ERROR"
+	CodePCILinkOK           = "PCI_LINK_OK"
+	CodePCILinkDegraded     = "PCI_LINK_DEGRADED"
+	CodePCILinkSpeedReduced = "PCI_LINK_SPEED_REDUCED"
+	CodePCILinkUnknown      = "PCI_LINK_UNKNOWN"
+	CodePCINUMAOK           = "PCI_NUMA_OK"
+	CodePCINUMAUnknown      = "PCI_NUMA_UNKNOWN"
+	CodePCINUMANotRead      = "PCI_NUMA_NOT_READ"
+)
+
+var pciCodes = []Code{{
+	Code: CodePCIAccelPresent, Layer: report.LayerPCI,
+	Title: "an accelerator is present on the PCI bus",
+	Explain: `The kernel lists this PCI function under /sys/bus/pci/devices, and its class
+code or vendor and device ids make it an accelerator: a display controller
+(class 03, GPUs; not a BMC's VGA), a co-processor (0b40), a processing
+accelerator (12), a video or multimedia controller (0400, 0480), a BlueField
+DPU, or a function of a vendor that makes only accelerators. Being on the bus
+proves the device was enumerated and answers config-space reads; it says
+nothing yet about its driver, device nodes or access from a container, which
+the next layers check. The evidence holds its ids, class, driver, NUMA node,
+IOMMU group and SR-IOV state as sysfs reports them.`,
+}, {
+	Code: CodePCINoAccelerator, Layer: report.LayerPCI,
+	Title: "no accelerator on the PCI bus",
+	Explain: `No PCI function of this host has the class or the ids of an accelerator. On a
+machine meant to have none this is simply the answer. On a machine that
+should have one, the device did not enumerate: it is not seated or not
+powered, it is disabled in the firmware setup, it fell off the bus after an
+error (look for "fell off the bus" or AER messages in dmesg), or, in a VM or a
+container, it was never passed through. Nothing above layer 1 can work for a
+device the kernel cannot see.`,
+	Remediation: "If an accelerator is expected: check `dmesg` for PCIe/AER errors, reseat and power-cycle the card, check the firmware settings (slot enabled, Above-4G decoding for large BARs), and for a VM check the passthrough configuration.",
+}, {
+	Code: CodePCIDeviceNotFound, Layer: report.LayerPCI,
+	Title: "the requested PCI device is not on the bus",
+	Explain: `A device was selected with --device, but no function with that address is
+listed under /sys/bus/pci/devices. Either the address is mistyped (use the
+full form 0000:17:00.0), the device sits in another PCI domain, or it is gone
+from the bus: removed, powered off, or dropped after a fatal error.`,
+	Remediation: "List the bus with `accel-doctor pci` or `lspci -D` and use an address from it; if the device should be there, check `dmesg` for the moment it disappeared (AER, \"fell off the bus\", surprise removal).",
+}, {
+	Code: CodePCIReadError, Layer: report.LayerPCI,
+	Title: "PCI sysfs attributes could not be read",
+	Explain: `Some sysfs files of the PCI bus could not be read or did not parse: a missing
+vendor file, a class that is not a number, a symlink loop, a file over the
+size bound. With a live /sys this points at a kernel or permission problem;
+with a snapshot or a --root tree, at an incomplete capture. The affected
+device is still listed with what could be read, and the checks that needed
+the missing values say NOT_RUN. When /sys/bus/pci/devices itself cannot be
+listed, no PCI check could look at anything.`,
+	Remediation: "Run accel-doctor with the host's /sys mounted (in a pod: `--root /host` with a hostPath mount of / or at least /sys); for a snapshot, recapture it with `accel-doctor snapshot`; otherwise read the listed files by hand to see what the kernel returns.",
+}, {
+	Code: CodePCILinkOK, Layer: report.LayerPCI,
+	Title: "PCIe link trained at its full width and speed",
+	Explain: `current_link_width and current_link_speed equal the most that both the device
+(max_link_width, max_link_speed) and, when it is known, the port above it
+support. The link gives the device the bandwidth it was built for.`,
+}, {
+	Code: CodePCILinkDegraded, Layer: report.LayerPCI,
+	Title: "PCIe link trained narrower than it can be",
+	Explain: `The link has fewer lanes than both the device and the port above it support
+(for example x4 or x1 where both ends are x16), read from current_link_width
+and max_link_width in sysfs. Lanes do not come and go with power saving:
+width is fixed at link training, so a narrow link usually means a badly
+seated card, a damaged slot, connector or riser, a wrong bifurcation setting,
+or signal-integrity retraining after errors. Host-to-device copies are
+slowed by the missing lanes; the device otherwise works, which is why this
+is a warning.`,
+	Remediation: "Reseat the card (or the riser/cable), try another slot, check the slot's bifurcation setting in the firmware, and look in `dmesg` and `lspci -vvv` (LnkSta, AER) for retraining and errors; replace the riser or card if the width stays low.",
+}, {
+	Code: CodePCILinkSpeedReduced, Layer: report.LayerPCI,
+	Title: "PCIe link running below its top speed",
+	Explain: `current_link_speed is lower than both the device and the port above it can
+do, at full width. This is often not a fault: GPUs (NVIDIA and AMD) and some
+other devices lower the link speed while idle to save power and raise it
+again under load, so a reading taken on an idle device is expected to be low.
+A speed that stays low under load points at signal-integrity problems (a
+riser, a long cable, a dirty connector) or at a firmware setting that caps
+the slot's generation.`,
+	Remediation: "Re-check while the device is busy (e.g. during a copy or a benchmark: `nvidia-smi -q -d PCIE` shows the current and max generation); if it stays low under load, check the slot's PCIe generation setting in the firmware, reseat the card, and look for AER errors in `dmesg`.",
+}, {
+	Code: CodePCILinkUnknown, Layer: report.LayerPCI,
+	Title: "PCIe link state not available",
+	Explain: `The link could not be judged: the kernel exposes no current/max link
+attributes for this function (it is not a PCIe function, or a hypervisor
+hides its link), it reports "Unknown" or a width of 0 (link down or the
+register reads as reserved), or the files did not parse. Nothing is
+concluded about the link.`,
+	Remediation: "On bare metal, read `lspci -vvv -s <BDF>` (LnkCap, LnkSta) as root; in a VM the link of a passed-through device is often not visible to the guest: check it on the hypervisor host.",
+}, {
+	Code: CodePCINUMAOK, Layer: report.LayerPCI,
+	Title: "the device's NUMA node is known",
+	Explain: `The kernel reports the NUMA node the device is attached to (numa_node in
+sysfs), or the host has a single node, where locality does not matter.
+Topology-aware placement (the kubelet's Topology Manager, device plugins'
+TopologyInfo, NCCL) can keep the device's work on the CPUs and memory next
+to it.`,
+}, {
+	Code: CodePCINUMAUnknown, Layer: report.LayerPCI,
+	Title: "the device has no NUMA node on a multi-node host",
+	Explain: `On a host with more than one NUMA node, the device's numa_node reads -1
+(NUMA_NO_NODE): the firmware did not describe which node the device's root
+port belongs to (no ACPI _PXM for the host bridge), or the kernel ignored it.
+The device works, but topology-aware scheduling cannot place pods next to it
+and cross-socket traffic can cost a large part of the bandwidth. Inside a VM
+this is the normal state unless the hypervisor defines a virtual NUMA
+topology with device affinity.`,
+	Remediation: "Update the system firmware or enable the NUMA/SRAT/proximity options that describe PCIe locality (names vary: \"ACPI SRAT L3 as NUMA\", \"Sub-NUMA clustering\"); check `dmesg | grep -i numa`; in a VM, give the device a NUMA affinity in the hypervisor (e.g. a pxb-pcie bridge with numa_node in QEMU).",
+}, {
+	Code: CodePCINUMANotRead, Layer: report.LayerPCI,
+	Title: "NUMA locality could not be read",
+	Explain: `The device's numa_node attribute or the host's list of online NUMA nodes
+(/sys/devices/system/node/online) could not be read or parsed, so nothing is
+said about the device's locality. A kernel without CONFIG_NUMA has neither
+file and a single node; a capture may simply lack them.`,
+	Remediation: "Check that /sys is the host's and complete (in a pod, mount the host's /sys); read /sys/bus/pci/devices/<BDF>/numa_node and /sys/devices/system/node/online by hand.",
+}}
+
+func pciChecks() []Check {
+	return []Check{{
+		ID: "pci.inventory", Layer: report.LayerPCI,
+		Title: "accelerators present on the PCI bus",
+		Codes: []string{CodePCIAccelPresent, CodePCINoAccelerator, CodePCIDeviceNotFound, CodePCIReadError},
+		Run:   checkPCIInventory,
+	}, {
+		ID: "pci.link", Layer: report.LayerPCI,
+		Title: "PCIe link width and speed against their maximum",
+		Codes: []string{CodePCILinkOK, CodePCILinkDegraded, CodePCILinkSpeedReduced, CodePCILinkUnknown},
+		Run:   checkPCILink,
+	}, {
+		ID: "pci.numa", Layer: report.LayerPCI,
+		Title: "NUMA node of each accelerator",
+		Codes: []string{CodePCINUMAOK, CodePCINUMAUnknown, CodePCINUMANotRead},
+		Run:   checkPCINUMA,
+	}}
+}
+
+// PCI returns the host's PCI inventory, scanned once per run.
+func (e *Env) PCI() (*pci.Inventory, error) {
+	return memo(e, "pci.inventory", func() (*pci.Inventory, error) { return pci.Scan(e.Root) })
+}
+
+// Accelerators returns the accelerators the run is about, in address
+// order: every function pci.IsAccelerator accepts, or, when --device
+// names addresses, exactly those functions that exist, whatever their
+// class (the operator knows which device they mean, and an accelerator of
+// an unlisted vendor must still be checkable). Nil when the scan failed.
+func (e *Env) Accelerators() []*pci.Device {
+	inv, err := e.PCI()
+	if err != nil || inv == nil {
+		return nil
+	}
+	var out []*pci.Device
+	for _, d := range inv.Devices {
+		id := d.Address.String()
+		if len(e.Opts.Devices) > 0 {
+			if e.WantDevice(id) {
+				out = append(out, d)
+			}
+			continue
+		}
+		if _, ok := pci.IsAccelerator(d); ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// accelKind is the report kind of a selected device.
+func accelKind(d *pci.Device) string {
+	if k, ok := pci.IsAccelerator(d); ok {
+		return k
+	}
+	return pci.KindOther
+}
+
+func checkPCIInventory(e *Env, out *Out) {
+	inv, err := e.PCI()
+	if err != nil {
+		reason := "cannot list " + pci.DevicesDir + ": " + err.Error()
+		if errors.Is(err, fs.ErrNotExist) {
+			reason = pci.DevicesDir + " does not exist under this root: not a Linux host root, /sys not mounted, or a capture without it"
+		}
+		out.NotRun(CodePCIReadError, "host", "the PCI bus could not be read", reason, Ev(pci.DevicesDir, err.Error()))
+		return
+	}
+	for _, err := range inv.Errors {
+		out.Add(CodePCIReadError, report.Warn, "host", "a PCI bus entry or pci.ids could not be read", Ev("", err.Error()))
+	}
+	for _, want := range e.Opts.Devices {
+		a, err := pci.ParseAddress(want)
+		if err != nil || inv.Lookup(a) == nil {
+			ev := Ev(pci.DevicesDir+"/"+want, "absent")
+			if err != nil {
+				ev = Ev("", err.Error())
+			}
+			out.Add(CodePCIDeviceNotFound, report.Fail, want, "no PCI function "+want+" on this host", ev)
+		}
+	}
+	for _, d := range inv.Devices {
+		if len(d.Errors) == 0 || !e.WantDevice(d.Address.String()) {
+			continue
+		}
+		var ev []report.Evidence
+		for _, err := range d.Errors {
+			ev = append(ev, Ev("", err.Error()))
+		}
+		out.Add(CodePCIReadError, report.Warn, d.Address.String(),
+			fmt.Sprintf("%d sysfs attribute(s) of this function could not be read", len(d.Errors)), ev...)
+	}
+
+	accs := e.Accelerators()
+	if len(accs) == 0 && len(e.Opts.Devices) == 0 {
+		out.Add(CodePCINoAccelerator, report.Pass, "host",
+			fmt.Sprintf("no accelerator on the PCI bus (%d functions scanned)", len(inv.Devices)),
+			Ev(pci.DevicesDir, fmt.Sprintf("%d functions", len(inv.Devices))), idsEvidence(inv))
+		return
+	}
+	for _, d := range accs {
+		kind := accelKind(d)
+		desc := describe(d)
+		out.Add(CodePCIAccelPresent, report.Pass, d.Address.String(), kind+": "+desc, deviceEvidence(inv, d)...)
+		rd := report.Device{
+			ID: d.Address.String(), Kind: kind, Vendor: vendorLabel(d), Name: deviceLabel(d),
+			Driver: d.Driver, Description: desc,
+		}
+		// -1 is the kernel's "no node": the report omits it rather than
+		// show a node that does not exist.
+		if d.NUMANode != nil && *d.NUMANode >= 0 {
+			n := *d.NUMANode
+			rd.NUMANode = &n
+		}
+		e.AddDevice(rd)
+	}
+}
+
+func idsEvidence(inv *pci.Inventory) report.Evidence {
+	if inv.IDsPath == "" {
+		return Ev("", "no pci.ids under this root: names unavailable, ids only")
+	}
+	return Ev(inv.IDsPath, "names from this pci.ids")
+}
+
+func vendorLabel(d *pci.Device) string {
+	switch {
+	case d.VendorName != "":
+		return d.VendorName
+	case d.Has(pci.HasVendor):
+		return fmt.Sprintf("%04x", d.Vendor)
+	}
+	return "unknown"
+}
+
+func deviceLabel(d *pci.Device) string {
+	switch {
+	case d.DeviceName != "":
+		return d.DeviceName
+	case d.Has(pci.HasDevice):
+		return fmt.Sprintf("device %04x", d.Device)
+	}
+	return "unknown device"
+}
+
+// shortVendor turns a pci.ids vendor name into what people call it:
+// "Advanced Micro Devices, Inc. [AMD/ATI]" -> "AMD/ATI",
+// "NVIDIA Corporation" -> "NVIDIA".
+func shortVendor(name string) string {
+	if i := strings.LastIndexByte(name, '['); i >= 0 && strings.HasSuffix(name, "]") {
+		return name[i+1 : len(name)-1]
+	}
+	for _, suf := range []string{" Corporation", " Corp.", ", Inc.", " Inc.", " Co., Ltd.", " Co.,Ltd.", " Ltd.", " Ltd", " Limited", " Technologies", " Technology"} {
+		name = strings.TrimSuffix(name, suf)
+	}
+	return name
+}
+
+// describe is "NVIDIA GH100[H100 SXM5 80GB] [10de:2330]", or with ids and
+// class only when names are unavailable.
+func describe(d *pci.Device) string {
+	var parts []string
+	if d.VendorName != "" {
+		parts = append(parts, shortVendor(d.VendorName))
+	}
+	switch {
+	case d.DeviceName != "":
+		parts = append(parts, d.DeviceName)
+	case d.ClassName != "":
+		parts = append(parts, d.ClassName)
+	case d.Has(pci.HasClass):
+		parts = append(parts, fmt.Sprintf("class %06x", d.Class))
+	}
+	parts = append(parts, "["+d.IDString()+"]")
+	return strings.Join(parts, " ")
+}
+
+func intOr(p *int, absent string) string {
+	if p == nil {
+		return absent
+	}
+	return fmt.Sprint(*p)
+}
+
+func deviceEvidence(inv *pci.Inventory, d *pci.Device) []report.Evidence {
+	class := "unreadable"
+	if d.Has(pci.HasClass) {
+		class = fmt.Sprintf("0x%06x", d.Class)
+		if d.ClassName != "" {
+			class += " (" + d.ClassName + ")"
+		}
+	}
+	ev := []report.Evidence{
+		Ev(d.BusPath, d.Path),
+		Ev(d.AttrPath("vendor")+" + device", d.IDString()),
+		Ev(d.AttrPath("class"), class),
+	}
+	if d.Has(pci.HasSubsystem) {
+		sub := fmt.Sprintf("%04x:%04x", d.SubsystemVendor, d.SubsystemDevice)
+		if d.SubsystemName != "" {
+			sub += " (" + d.SubsystemName + ")"
+		}
+		ev = append(ev, Ev(d.AttrPath("subsystem_vendor")+" + subsystem_device", sub))
+	}
+	drv := d.Driver
+	if drv == "" {
+		drv = "none bound"
+	}
+	ev = append(ev, Ev(d.AttrPath("driver"), drv))
+	numa := intOr(d.NUMANode, "absent")
+	if d.NUMANode != nil && *d.NUMANode < 0 {
+		numa += " (no node)"
+	}
+	ev = append(ev, Ev(d.AttrPath("numa_node"), numa))
+	if d.IOMMUGroup != nil {
+		ev = append(ev, Ev(d.AttrPath("iommu_group"), fmt.Sprint(*d.IOMMUGroup)))
+	}
+	if len(d.Bridges) > 0 {
+		var bs []string
+		for _, b := range d.Bridges {
+			s := b.String()
+			if br := inv.Lookup(b); br != nil {
+				s += " [" + br.IDString() + "]"
+			}
+			bs = append(bs, s)
+		}
+		ev = append(ev, Ev("", "upstream: "+strings.Join(bs, " -> ")))
+	}
+	if d.TotalVFs != nil {
+		var vfs []string
+		for _, v := range d.VFs {
+			vfs = append(vfs, v.String())
+		}
+		s := fmt.Sprintf("SR-IOV PF: %s of %d VFs enabled", intOr(d.NumVFs, "?"), *d.TotalVFs)
+		if len(vfs) > 0 {
+			s += ": " + strings.Join(vfs, ", ")
+		}
+		ev = append(ev, Ev(d.AttrPath("sriov_numvfs"), s))
+	}
+	if d.PhysFn != nil {
+		ev = append(ev, Ev(d.AttrPath("physfn"), "SR-IOV VF of "+d.PhysFn.String()))
+	}
+	return append(ev, idsEvidence(inv))
+}
+
+// linkEvidence is the four sysfs files of a link.
+func linkEvidence(d *pci.Device) []report.Evidence {
+	sp := func(s *pci.LinkSpeed) string {
+		if s == nil {
+			return "absent"
+		}
+		return s.Raw
+	}
+	w := func(raw string) string {
+		if raw == "" {
+			return "absent"
+		}
+		return raw
+	}
+	return []report.Evidence{
+		Ev(d.AttrPath("current_link_speed"), sp(d.Link.CurrentSpeed)),
+		Ev(d.AttrPath("max_link_speed"), sp(d.Link.MaxSpeed)),
+		Ev(d.AttrPath("current_link_width"), w(d.Link.CurrentWidthRaw)),
+		Ev(d.AttrPath("max_link_width"), w(d.Link.MaxWidthRaw)),
+	}
+}
+
+// checkPCILink compares the trained link with what both ends support.
+// The ceiling is min(device max, upstream port max) when the port is in
+// the inventory with readable maxima: a x16 card in a x8 slot trained at
+// x8 is what the slot allows, not a fault (said in the evidence).
+//
+// Width and speed are judged differently: the width is fixed at link
+// training and a narrow link is a physical problem (WARN
+// PCI_LINK_DEGRADED); the speed is lowered at idle by GPUs' power
+// management (ASPM/dynamic link speed), so a low speed at full width is a
+// gentler WARN PCI_LINK_SPEED_REDUCED that says to re-check under load.
+// Virtual functions have no link of their own (SR-IOV: the VF's link
+// registers are reserved) and are skipped; their PF is judged.
+func checkPCILink(e *Env, out *Out) {
+	inv, err := e.PCI()
+	if err != nil {
+		return // pci.inventory has said NOT_RUN for the whole bus
+	}
+	for _, d := range e.Accelerators() {
+		if d.IsVF() {
+			continue
+		}
+		bdf := d.Address.String()
+		ev := linkEvidence(d)
+		l := d.Link
+		if l.CurrentSpeed == nil && l.MaxSpeed == nil && l.CurrentWidth == nil && l.MaxWidth == nil {
+			reason := "no link attributes in sysfs: not a PCIe function, or a hypervisor that hides the link"
+			for _, err := range d.Errors {
+				if strings.Contains(err.Error(), "link_") {
+					reason = "link attributes unreadable: " + err.Error()
+				}
+			}
+			out.NotRun(CodePCILinkUnknown, bdf, "PCIe link state not available", reason, ev...)
+			continue
+		}
+		widthKnown := l.CurrentWidth != nil && l.MaxWidth != nil && *l.CurrentWidth > 0 && *l.MaxWidth > 0
+		speedKnown := l.CurrentSpeed != nil && l.MaxSpeed != nil && l.CurrentSpeed.Known() && l.MaxSpeed.Known()
+		if !widthKnown && !speedKnown {
+			out.NotRun(CodePCILinkUnknown, bdf, "PCIe link state not available",
+				"the kernel reports the link as unknown or down (speed \"Unknown\" or width 0), or its values did not parse", ev...)
+			continue
+		}
+		maxW, maxS := 0, 0
+		if widthKnown {
+			maxW = *l.MaxWidth
+		}
+		if speedKnown {
+			maxS = l.MaxSpeed.MTps
+		}
+		var limited []string
+		if len(d.Bridges) > 0 {
+			if port := inv.Lookup(d.Bridges[len(d.Bridges)-1]); port != nil {
+				pl := port.Link
+				if widthKnown && pl.MaxWidth != nil && *pl.MaxWidth > 0 && *pl.MaxWidth < maxW {
+					maxW = *pl.MaxWidth
+					limited = append(limited, fmt.Sprintf("x%d", maxW))
+				}
+				if speedKnown && pl.MaxSpeed != nil && pl.MaxSpeed.Known() && pl.MaxSpeed.MTps < maxS {
+					maxS = pl.MaxSpeed.MTps
+					limited = append(limited, pl.MaxSpeed.String())
+				}
+				if len(limited) > 0 {
+					ev = append(ev, Ev(port.AttrPath("max_link_width"), "upstream port "+port.Address.String()+" supports at most "+strings.Join(limited, ", ")))
+				}
+			}
+		}
+		cur := func() string {
+			var s []string
+			if speedKnown {
+				s = append(s, l.CurrentSpeed.String())
+			}
+			if widthKnown {
+				s = append(s, fmt.Sprintf("x%d", *l.CurrentWidth))
+			}
+			return strings.Join(s, " ")
+		}()
+		switch {
+		case widthKnown && *l.CurrentWidth < maxW:
+			s := fmt.Sprintf("link trained at x%d of x%d", *l.CurrentWidth, maxW)
+			if speedKnown && l.CurrentSpeed.MTps < maxS {
+				s += fmt.Sprintf(", %s of %s", l.CurrentSpeed, (pci.LinkSpeed{MTps: maxS}).String())
+			}
+			out.Add(CodePCILinkDegraded, report.Warn, bdf, s, ev...)
+		case speedKnown && l.CurrentSpeed.MTps < maxS:
+			out.Add(CodePCILinkSpeedReduced, report.Warn, bdf,
+				fmt.Sprintf("link at %s of %s (full width); devices lower the speed when idle: re-check under load",
+					l.CurrentSpeed, (pci.LinkSpeed{MTps: maxS}).String()), ev...)
+		case !widthKnown || !speedKnown:
+			out.NotRun(CodePCILinkUnknown, bdf, "PCIe link only partly known ("+cur+")",
+				"the kernel reports the other half of the link as unknown", ev...)
+		default:
+			s := "link at " + cur + ", its maximum"
+			if len(limited) > 0 {
+				s += " (limited by the upstream port)"
+			}
+			out.Add(CodePCILinkOK, report.Pass, bdf, s, ev...)
+		}
+	}
+}
+
+// checkPCINUMA: a device without a node matters only where there is more
+// than one node. On a single-node host it is PASS (locality cannot be
+// wrong there); when the node list cannot be read, NOT_RUN.
+func checkPCINUMA(e *Env, out *Out) {
+	if _, err := e.PCI(); err != nil {
+		return
+	}
+	accs := e.Accelerators()
+	if len(accs) == 0 {
+		return
+	}
+	nodes, ok, err := pci.NUMANodes(e.Root)
+	nodesEv := Ev(pci.NodeOnlinePath, "absent")
+	switch {
+	case err != nil:
+		nodesEv = Ev(pci.NodeOnlinePath, err.Error())
+	case ok:
+		nodesEv = Ev(pci.NodeOnlinePath, fmt.Sprintf("%d online node(s): %v", len(nodes), nodes))
+	}
+	for _, d := range accs {
+		bdf := d.Address.String()
+		numaEv := Ev(d.AttrPath("numa_node"), intOr(d.NUMANode, "absent or unreadable"))
+		switch {
+		case err != nil || !ok:
+			reason := "the host's NUMA nodes could not be read"
+			if !ok && err == nil {
+				reason = pci.NodeOnlinePath + " is absent: a kernel without CONFIG_NUMA, or a capture without it"
+			}
+			out.NotRun(CodePCINUMANotRead, bdf, "NUMA locality not checked", reason, numaEv, nodesEv)
+		case len(nodes) <= 1:
+			out.Add(CodePCINUMAOK, report.Pass, bdf, "single-NUMA-node host: locality does not matter", numaEv, nodesEv)
+		case d.NUMANode == nil:
+			reason := "numa_node is absent"
+			for _, err := range d.Errors {
+				if strings.Contains(err.Error(), "numa_node") {
+					reason = err.Error()
+				}
+			}
+			out.NotRun(CodePCINUMANotRead, bdf, "NUMA node of the device not read", reason, numaEv, nodesEv)
+		case *d.NUMANode < 0:
+			out.Add(CodePCINUMAUnknown, report.Warn, bdf,
+				fmt.Sprintf("no NUMA node (numa_node -1) on a host with %d nodes", len(nodes)), numaEv, nodesEv)
+		case !slices.Contains(nodes, *d.NUMANode):
+			out.Add(CodePCINUMAUnknown, report.Warn, bdf,
+				fmt.Sprintf("NUMA node %d is not among the online nodes %v", *d.NUMANode, nodes), numaEv, nodesEv)
+		default:
+			ev := []report.Evidence{numaEv, nodesEv}
+			if d.LocalCPUs != "" {
+				ev = append(ev, Ev(d.AttrPath("local_cpulist"), d.LocalCPUs))
+			}
+			out.Add(CodePCINUMAOK, report.Pass, bdf, fmt.Sprintf("on NUMA node %d of %d", *d.NUMANode, len(nodes)), ev...)
+		}
+	}
+}

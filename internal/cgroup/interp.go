@@ -1,0 +1,577 @@
+package cgroup
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/bits"
+
+	"github.com/cilium/ebpf/asm"
+)
+
+// The interpreter runs BPF_PROG_TYPE_CGROUP_DEVICE programs as the kernel
+// would for one access, over the instructions such programs use: ALU and
+// ALU64, JMP and JMP32, loads from the context (struct bpf_cgroup_dev_ctx),
+// 64-bit immediates, and the 512-byte stack. Semantics follow
+// Documentation/bpf/standardization/instruction-set.rst. Helper calls, maps,
+// atomics, packet loads and anything else it does not model stop it with a
+// reason: the verdict is then undecided, never guessed.
+
+// MaxSteps bounds one run. Device programs are straight-line rule lists
+// (one compare chain per rule); the verifier bounds real programs at one
+// million processed instructions, far above what a rule list needs.
+const MaxSteps = 100000
+
+// devCtxSize is sizeof(struct bpf_cgroup_dev_ctx): u32 access_type, u32
+// major, u32 minor (include/uapi/linux/bpf.h).
+const devCtxSize = 12
+
+// stackSize is MAX_BPF_STACK (include/linux/filter.h).
+const stackSize = 512
+
+var hostLittleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// ProgResult is one program's verdict on one access.
+type ProgResult struct {
+	Known   bool
+	Allowed bool
+	// ExitInsn is the raw instruction offset (as bpftool and
+	// asm.Instructions print it) of the exit that returned the verdict.
+	ExitInsn int
+	Reason   string // why undecided
+	Steps    int
+}
+
+// DevCtx builds the context the kernel hands a device program:
+// access_type = access << 16 | type (__cgroup_bpf_check_dev_permission,
+// kernel/bpf/cgroup.c), then major and minor, in host byte order.
+func DevCtx(dev DeviceRef, acc Access) ([devCtxSize]byte, error) {
+	var c [devCtxSize]byte
+	t, err := dev.bpfType()
+	if err != nil {
+		return c, err
+	}
+	binary.NativeEndian.PutUint32(c[0:], uint32(acc)<<16|t)
+	binary.NativeEndian.PutUint32(c[4:], dev.Major)
+	binary.NativeEndian.PutUint32(c[8:], dev.Minor)
+	return c, nil
+}
+
+// DeviceProgram is a device program prepared for repeated evaluation.
+type DeviceProgram struct {
+	insns  asm.Instructions
+	raw    []int // raw offset of each instruction
+	target []int // slice index a jump goes to; -1 when not an instruction start
+}
+
+// NewDeviceProgram prepares insns. Jumps are resolved from their raw
+// offsets, or from their label when they carry a reference to a symbol in
+// insns (instructions built with asm but not yet loaded).
+func NewDeviceProgram(insns asm.Instructions) *DeviceProgram {
+	p := &DeviceProgram{insns: insns, raw: make([]int, len(insns)), target: make([]int, len(insns))}
+	byRaw := map[int]int{}
+	syms := map[string]int{}
+	off := 0
+	for i := range insns {
+		p.raw[i] = off
+		byRaw[off] = i
+		if s := insns[i].Symbol(); s != "" {
+			if _, dup := syms[s]; !dup {
+				syms[s] = i
+			}
+		}
+		off += int(insns[i].Width())
+	}
+	for i := range insns {
+		ins := &insns[i]
+		p.target[i] = -1
+		if !ins.OpCode.Class().IsJump() {
+			continue
+		}
+		if ref := ins.Reference(); ref != "" {
+			if j, ok := syms[ref]; ok {
+				p.target[i] = j
+				continue
+			}
+		}
+		rel := int(ins.Offset)
+		if ins.OpCode.Class() == asm.Jump32Class && ins.OpCode.JumpOp() == asm.Ja {
+			// gotol: the 32-bit jump offset is in imm.
+			rel = int(int32(ins.Constant))
+		}
+		if j, ok := byRaw[p.raw[i]+int(ins.Width())+rel]; ok {
+			p.target[i] = j
+		}
+	}
+	return p
+}
+
+// Instructions returns the program's instructions.
+func (p *DeviceProgram) Instructions() asm.Instructions { return p.insns }
+
+// EvalDeviceProgram prepares insns and runs them for one access.
+func EvalDeviceProgram(insns asm.Instructions, dev DeviceRef, acc Access) ProgResult {
+	return NewDeviceProgram(insns).Eval(dev, acc)
+}
+
+// Eval runs the program for acc on dev. The kernel allows the access when
+// the program returns non-zero: bpf_prog_run_array_cg (kernel/bpf/cgroup.c)
+// turns a zero into -EPERM, and the verifier holds R0 of a cgroup device
+// program to [0, 1] (check_return_code, kernel/bpf/verifier.c). The return
+// value is a u32, so only the low 32 bits of R0 count.
+func (p *DeviceProgram) Eval(dev DeviceRef, acc Access) ProgResult {
+	ctx, err := DevCtx(dev, acc)
+	if err != nil {
+		return ProgResult{Reason: err.Error()}
+	}
+	return p.run(&ctx)
+}
+
+type regKind uint8
+
+const (
+	kUnknown regKind = iota // never written, or derived from what we do not model
+	kScalar
+	kCtx   // pointer into bpf_cgroup_dev_ctx; v is the offset
+	kStack // pointer into the stack frame; v is the offset from r10 (<= 0)
+)
+
+type reg struct {
+	k regKind
+	v uint64
+}
+
+type stack struct {
+	b     [stackSize]byte
+	known [stackSize]bool
+	ptr   [stackSize / 8]reg // pointers spilled as whole aligned 8-byte slots
+}
+
+func sizeBytes(s asm.Size) int {
+	switch s {
+	case asm.Byte:
+		return 1
+	case asm.Half:
+		return 2
+	case asm.Word:
+		return 4
+	case asm.DWord:
+		return 8
+	}
+	return 0
+}
+
+func (p *DeviceProgram) run(ctx *[devCtxSize]byte) ProgResult {
+	var r [11]reg
+	r[asm.R1] = reg{k: kCtx}
+	r[asm.R10] = reg{k: kStack}
+	var st stack
+	pc := 0
+	stop := func(steps int, format string, a ...any) ProgResult {
+		res := ProgResult{Steps: steps, Reason: fmt.Sprintf(format, a...)}
+		if pc >= 0 && pc < len(p.raw) {
+			res.Reason = fmt.Sprintf("insn %d: %s", p.raw[pc], res.Reason)
+		}
+		return res
+	}
+	for steps := 1; ; steps++ {
+		if steps > MaxSteps {
+			return stop(steps-1, "step limit %d reached", MaxSteps)
+		}
+		if pc < 0 || pc >= len(p.insns) {
+			return ProgResult{Steps: steps - 1, Reason: "execution ran past the end of the program"}
+		}
+		ins := &p.insns[pc]
+		op := ins.OpCode
+		if ins.Dst > asm.R10 || ins.Src > asm.R10 {
+			return stop(steps, "register out of range (dst r%d, src r%d)", ins.Dst, ins.Src)
+		}
+		switch cls := op.Class(); cls {
+		case asm.ALUClass, asm.ALU64Class:
+			if ins.Dst == asm.R10 {
+				return stop(steps, "write to the read-only frame pointer r10")
+			}
+			if why := alu(ins, cls == asm.ALU64Class, &r); why != "" {
+				return stop(steps, "%s", why)
+			}
+			pc++
+		case asm.JumpClass, asm.Jump32Class:
+			jop := op.JumpOp()
+			switch jop {
+			case asm.Exit:
+				if r[asm.R0].k != kScalar {
+					return stop(steps, "exit with r0 not a known number")
+				}
+				return ProgResult{Known: true, Allowed: uint32(r[asm.R0].v) != 0, ExitInsn: p.raw[pc], Steps: steps}
+			case asm.Call:
+				return stop(steps, "call (helper, kfunc or bpf-to-bpf, imm %d) is not modelled", ins.Constant)
+			case asm.Ja:
+				if p.target[pc] < 0 {
+					return stop(steps, "jump to a place that is not an instruction start")
+				}
+				pc = p.target[pc]
+				continue
+			case asm.InvalidJumpOp, asm.JCOND:
+				return stop(steps, "jump opcode %#x is not modelled", uint32(op))
+			}
+			dst := r[ins.Dst]
+			src := reg{k: kScalar, v: uint64(ins.Constant)}
+			switch op.Source() {
+			case asm.RegSource:
+				src = r[ins.Src]
+			case asm.ImmSource:
+			default:
+				return stop(steps, "jump source of opcode %#x is not modelled", uint32(op))
+			}
+			if dst.k != kScalar || src.k != kScalar {
+				return stop(steps, "comparison of a pointer or of a value the interpreter does not know")
+			}
+			taken, ok := compare(jop, dst.v, src.v, cls == asm.Jump32Class)
+			if !ok {
+				return stop(steps, "jump opcode %#x is not modelled", uint32(op))
+			}
+			if !taken {
+				pc++
+				continue
+			}
+			if p.target[pc] < 0 {
+				return stop(steps, "jump to a place that is not an instruction start")
+			}
+			pc = p.target[pc]
+		case asm.LdXClass:
+			if ins.Dst == asm.R10 {
+				return stop(steps, "write to the read-only frame pointer r10")
+			}
+			mode := op.Mode()
+			if mode != asm.MemMode && mode != asm.MemSXMode {
+				return stop(steps, "load mode %#x is not modelled", uint8(mode))
+			}
+			n := sizeBytes(op.Size())
+			v, why := load(r[ins.Src], int64(ins.Offset), n, ctx, &st)
+			if why != "" {
+				return stop(steps, "%s", why)
+			}
+			if mode == asm.MemSXMode {
+				if v.k != kScalar || n == 8 {
+					return stop(steps, "sign-extending load of %d bytes is not modelled", n)
+				}
+				shift := uint(64 - 8*n)
+				v.v = uint64(int64(v.v<<shift) >> shift)
+			}
+			r[ins.Dst] = v
+			pc++
+		case asm.StClass, asm.StXClass:
+			if op.Mode() != asm.MemMode {
+				return stop(steps, "store mode %#x (atomic or other) is not modelled", uint8(op.Mode()))
+			}
+			val := reg{k: kScalar, v: uint64(ins.Constant)}
+			if cls == asm.StXClass {
+				val = r[ins.Src]
+			}
+			if why := store(r[ins.Dst], int64(ins.Offset), sizeBytes(op.Size()), val, &st); why != "" {
+				return stop(steps, "%s", why)
+			}
+			pc++
+		case asm.LdClass:
+			if !op.IsDWordLoad() {
+				return stop(steps, "legacy packet load is not modelled")
+			}
+			if ins.Dst == asm.R10 {
+				return stop(steps, "write to the read-only frame pointer r10")
+			}
+			if ins.Src == asm.R0 {
+				r[ins.Dst] = reg{k: kScalar, v: uint64(ins.Constant)}
+			} else {
+				// A map, BTF or function reference: not a number we know.
+				r[ins.Dst] = reg{}
+			}
+			pc++
+		default:
+			return stop(steps, "instruction class %#x is not modelled", uint8(cls))
+		}
+	}
+}
+
+// load reads n bytes at base+off. Only the context and the stack are
+// readable. Context reads follow cgroup_dev_is_valid_access
+// (kernel/bpf/cgroup.c): whole aligned u32 fields, and narrow aligned reads
+// inside access_type.
+func load(base reg, off int64, n int, ctx *[devCtxSize]byte, st *stack) (reg, string) {
+	if n == 0 {
+		return reg{}, "load size is not modelled"
+	}
+	addr := int64(base.v) + off
+	switch base.k {
+	case kCtx:
+		ok := addr >= 0 && addr+int64(n) <= devCtxSize && addr%int64(n) == 0 && (n == 4 || (n < 4 && addr+int64(n) <= 4))
+		if !ok {
+			return reg{}, fmt.Sprintf("load of %d bytes at context offset %d is outside bpf_cgroup_dev_ctx's fields", n, addr)
+		}
+		return reg{k: kScalar, v: readN(ctx[addr : addr+int64(n)])}, ""
+	case kStack:
+		if addr < -stackSize || addr+int64(n) > 0 {
+			return reg{}, fmt.Sprintf("load of %d bytes at stack offset %d is outside the frame", n, addr)
+		}
+		i := int(addr + stackSize)
+		if n == 8 && i%8 == 0 && st.ptr[i/8].k != kUnknown {
+			return st.ptr[i/8], ""
+		}
+		for j := i; j < i+n; j++ {
+			if !st.known[j] {
+				// Reading what was never written as a number.
+				return reg{}, ""
+			}
+		}
+		return reg{k: kScalar, v: readN(st.b[i : i+n])}, ""
+	}
+	return reg{}, "load through a register that is not the context or stack pointer"
+}
+
+func readN(b []byte) uint64 {
+	var buf [8]byte
+	if hostLittleEndian {
+		copy(buf[:], b)
+		return binary.LittleEndian.Uint64(buf[:])
+	}
+	copy(buf[8-len(b):], b)
+	return binary.BigEndian.Uint64(buf[:])
+}
+
+func store(base reg, off int64, n int, val reg, st *stack) string {
+	if n == 0 {
+		return "store size is not modelled"
+	}
+	if base.k != kStack {
+		return "store through a register that is not the stack pointer"
+	}
+	addr := int64(base.v) + off
+	if addr < -stackSize || addr+int64(n) > 0 {
+		return fmt.Sprintf("store of %d bytes at stack offset %d is outside the frame", n, addr)
+	}
+	i := int(addr + stackSize)
+	for j := i / 8; j <= (i+n-1)/8; j++ {
+		st.ptr[j] = reg{}
+	}
+	switch {
+	case val.k == kScalar:
+		var buf [8]byte
+		if hostLittleEndian {
+			binary.LittleEndian.PutUint64(buf[:], val.v)
+			copy(st.b[i:i+n], buf[:n])
+		} else {
+			binary.BigEndian.PutUint64(buf[:], val.v)
+			copy(st.b[i:i+n], buf[8-n:])
+		}
+		for j := i; j < i+n; j++ {
+			st.known[j] = true
+		}
+	case (val.k == kCtx || val.k == kStack) && n == 8 && i%8 == 0:
+		st.ptr[i/8] = val
+		for j := i; j < i+n; j++ {
+			st.known[j] = false
+		}
+	default:
+		for j := i; j < i+n; j++ {
+			st.known[j] = false
+		}
+	}
+	return ""
+}
+
+// alu executes one ALU or ALU64 instruction. It returns a reason when the
+// instruction is not one the interpreter models; an operand it does not
+// know makes the result unknown rather than stopping, since an unknown
+// value only matters when a jump or the exit reads it.
+func alu(ins *asm.Instruction, is64 bool, r *[11]reg) string {
+	op := ins.OpCode
+	aop := op.ALUOp()
+	dst := &r[ins.Dst]
+	if aop == asm.Swap {
+		if dst.k != kScalar {
+			*dst = reg{}
+			return ""
+		}
+		v, ok := swap(dst.v, ins.Constant, is64, op.Endianness())
+		if !ok {
+			return fmt.Sprintf("byte swap of width %d is not modelled", ins.Constant)
+		}
+		dst.v = v
+		return ""
+	}
+	var src reg
+	switch op.Source() {
+	case asm.ImmSource:
+		// imm is sign-extended to 64 bits; ALU32 uses its low 32 bits.
+		src = reg{k: kScalar, v: uint64(ins.Constant)}
+	case asm.RegSource:
+		src = r[ins.Src]
+	default:
+		return fmt.Sprintf("ALU opcode %#x is not modelled", uint32(op))
+	}
+	if aop == asm.Mov && is64 {
+		*dst = src // a 64-bit move keeps what the value is, pointer or not
+		return ""
+	}
+	if aop == asm.Neg {
+		src = reg{k: kScalar}
+	}
+	// Pointer arithmetic with a known number moves the pointer.
+	if is64 && (dst.k == kCtx || dst.k == kStack) && src.k == kScalar && (aop == asm.Add || aop == asm.Sub) {
+		if aop == asm.Add {
+			dst.v += src.v
+		} else {
+			dst.v -= src.v
+		}
+		return ""
+	}
+	if src.k != kScalar || (dst.k != kScalar && aop != asm.Mov && aop != asm.MovSX8 && aop != asm.MovSX16 && aop != asm.MovSX32) {
+		*dst = reg{}
+		return ""
+	}
+	a, b := dst.v, src.v
+	if !is64 {
+		a, b = uint64(uint32(a)), uint64(uint32(b))
+	}
+	var res uint64
+	switch aop {
+	case asm.Add:
+		res = a + b
+	case asm.Sub:
+		res = a - b
+	case asm.Mul:
+		res = a * b
+	case asm.Div:
+		// Division by zero sets dst to zero.
+		if b != 0 {
+			res = a / b
+		}
+	case asm.SDiv:
+		switch {
+		case b == 0:
+		case is64:
+			res = uint64(int64(a) / int64(b)) // Go defines MinInt64 / -1 as MinInt64, as BPF does
+		default:
+			res = uint64(uint32(int32(a) / int32(b)))
+		}
+	case asm.Mod:
+		// Modulo by zero leaves dst (ALU32: its low 32 bits) unchanged.
+		res = a
+		if b != 0 {
+			res = a % b
+		}
+	case asm.SMod:
+		res = a
+		switch {
+		case b == 0:
+		case is64:
+			res = uint64(int64(a) % int64(b))
+		default:
+			res = uint64(uint32(int32(a) % int32(b)))
+		}
+	case asm.Or:
+		res = a | b
+	case asm.And:
+		res = a & b
+	case asm.Xor:
+		res = a ^ b
+	case asm.LSh, asm.RSh, asm.ArSh:
+		// Shift amounts are masked to the operand width.
+		mask := uint64(31)
+		if is64 {
+			mask = 63
+		}
+		s := b & mask
+		switch {
+		case aop == asm.LSh:
+			res = a << s
+		case aop == asm.RSh:
+			res = a >> s
+		case is64:
+			res = uint64(int64(a) >> s)
+		default:
+			res = uint64(uint32(int32(uint32(a)) >> s))
+		}
+	case asm.Neg:
+		res = -a
+	case asm.Mov:
+		res = b
+	case asm.MovSX8:
+		res = uint64(int64(int8(b)))
+	case asm.MovSX16:
+		res = uint64(int64(int16(b)))
+	case asm.MovSX32:
+		if !is64 {
+			return "32-bit movsx of 32 bits is not an instruction"
+		}
+		res = uint64(int64(int32(b)))
+	default:
+		return fmt.Sprintf("ALU opcode %#x is not modelled", uint32(op))
+	}
+	if !is64 {
+		// ALU32 results are zero-extended to 64 bits.
+		res = uint64(uint32(res))
+	}
+	*dst = reg{k: kScalar, v: res}
+	return ""
+}
+
+// swap is BPF_END: ALU to_le/to_be convert between host order and the
+// named order at width 16, 32 or 64 (zero-extending); ALU64 is an
+// unconditional byte swap.
+func swap(v uint64, width int64, is64 bool, e asm.Endianness) (uint64, bool) {
+	doSwap := is64 || (e == asm.BE) == hostLittleEndian
+	switch width {
+	case 16:
+		x := uint16(v)
+		if doSwap {
+			x = bits.ReverseBytes16(x)
+		}
+		return uint64(x), true
+	case 32:
+		x := uint32(v)
+		if doSwap {
+			x = bits.ReverseBytes32(x)
+		}
+		return uint64(x), true
+	case 64:
+		if doSwap {
+			v = bits.ReverseBytes64(v)
+		}
+		return v, true
+	}
+	return 0, false
+}
+
+func compare(op asm.JumpOp, a, b uint64, is32 bool) (taken, ok bool) {
+	if is32 {
+		a, b = uint64(uint32(a)), uint64(uint32(b))
+	}
+	sa, sb := int64(a), int64(b)
+	if is32 {
+		sa, sb = int64(int32(uint32(a))), int64(int32(uint32(b)))
+	}
+	switch op {
+	case asm.JEq:
+		return a == b, true
+	case asm.JNE:
+		return a != b, true
+	case asm.JGT:
+		return a > b, true
+	case asm.JGE:
+		return a >= b, true
+	case asm.JLT:
+		return a < b, true
+	case asm.JLE:
+		return a <= b, true
+	case asm.JSet:
+		return a&b != 0, true
+	case asm.JSGT:
+		return sa > sb, true
+	case asm.JSGE:
+		return sa >= sb, true
+	case asm.JSLT:
+		return sa < sb, true
+	case asm.JSLE:
+		return sa <= sb, true
+	}
+	return false, false
+}

@@ -1,0 +1,210 @@
+package diagnose
+
+import (
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+	"github.com/accel-doctor/accel-doctor/internal/report"
+)
+
+// pciTree writes a small host: files (host path -> content) and symlinks.
+func pciTree(t *testing.T, files, links map[string]string) *hostfs.Root {
+	t.Helper()
+	dir := t.TempDir()
+	mk := func(p string) string {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return full
+	}
+	for p, c := range files {
+		if err := os.WriteFile(mk(p), []byte(c+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p, target := range links {
+		if err := os.Symlink(target, mk(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return hostfs.MustNew(dir)
+}
+
+// pciHost is a two-node server: a root port (x16, 32 GT/s) with an H100
+// trained at x8; an A100 at full width but 2.5 GT/s; a Gaudi on node -1;
+// an ASPEED VGA (not an accelerator); a VectorEngine with no link
+// attributes and a garbage numa_node.
+func pciHost() (files, links map[string]string) {
+	files, links = map[string]string{}, map[string]string{}
+	dev := func(path string, attrs map[string]string) {
+		sys := "/sys/devices/" + path
+		for k, v := range attrs {
+			files[sys+"/"+k] = v
+		}
+		bdf := path[strings.LastIndexByte(path, '/')+1:]
+		links["/sys/bus/pci/devices/"+bdf] = "../../../devices/" + path
+	}
+	port := map[string]string{"vendor": "0x8086", "device": "0x347a", "class": "0x060400",
+		"current_link_speed": "32.0 GT/s PCIe", "max_link_speed": "32.0 GT/s PCIe", "current_link_width": "16", "max_link_width": "16"}
+	dev("pci0000:00/0000:00:01.0", port)
+	dev("pci0000:00/0000:00:01.0/0000:17:00.0", map[string]string{"vendor": "0x10de", "device": "0x2330", "class": "0x030200", "numa_node": "0",
+		"current_link_speed": "32.0 GT/s PCIe", "max_link_speed": "32.0 GT/s PCIe", "current_link_width": "8", "max_link_width": "16"})
+	links["/sys/devices/pci0000:00/0000:00:01.0/0000:17:00.0/driver"] = "../../../../bus/pci/drivers/nvidia"
+	dev("pci0000:00/0000:00:02.0", port)
+	dev("pci0000:00/0000:00:02.0/0000:18:00.0", map[string]string{"vendor": "0x10de", "device": "0x20b0", "class": "0x030200", "numa_node": "1",
+		"current_link_speed": "2.5 GT/s PCIe", "max_link_speed": "16.0 GT/s PCIe", "current_link_width": "16", "max_link_width": "16"})
+	dev("pci0000:00/0000:00:03.0", map[string]string{"vendor": "0x1da3", "device": "0x1020", "class": "0x120000", "numa_node": "-1",
+		"current_link_speed": "16.0 GT/s PCIe", "max_link_speed": "16.0 GT/s PCIe", "current_link_width": "16", "max_link_width": "16"})
+	dev("pci0000:00/0000:00:1f.0", map[string]string{"vendor": "0x1a03", "device": "0x2000", "class": "0x030000"})
+	dev("pci0000:00/0000:00:04.0", map[string]string{"vendor": "0x1bcf", "device": "0x001c", "class": "0x0b4000", "numa_node": "zero"})
+	files["/sys/devices/system/node/online"] = "0-1"
+	files["/usr/share/misc/pci.ids"] = "10de  NVIDIA Corporation\n\t2330  GH100 [H100 SXM5 80GB]\n1da3  Habana Labs Ltd.\n"
+	return files, links
+}
+
+func pciRun(t *testing.T, root *hostfs.Root, opts Options) (*report.Report, []string) {
+	t.Helper()
+	rep := Run(NewEnv(root, opts), pciChecks(), Meta{Command: "test"})
+	var got []string
+	for _, f := range rep.Findings {
+		if f.Code == CodeCheckCrashed {
+			t.Fatalf("crashed: %s\n%s", f.Reason, f.Evidence[0].Value)
+		}
+		if f.Status == report.NotRun && f.Reason == "" {
+			t.Errorf("NOT_RUN without a reason: %+v", f)
+		}
+		if f.Status != report.Pass && f.Remediation == "" {
+			t.Errorf("%s without remediation", f.Code)
+		}
+		got = append(got, strings.Join([]string{f.Check, f.Code, string(f.Status), f.Subject}, " "))
+	}
+	sort.Strings(got)
+	return rep, got
+}
+
+func TestPCIChecks(t *testing.T) {
+	files, links := pciHost()
+	rep, got := pciRun(t, pciTree(t, files, links), Options{})
+	want := []string{
+		"pci.inventory PCI_ACCEL_PRESENT PASS 0000:00:03.0",
+		"pci.inventory PCI_ACCEL_PRESENT PASS 0000:00:04.0",
+		"pci.inventory PCI_ACCEL_PRESENT PASS 0000:17:00.0",
+		"pci.inventory PCI_ACCEL_PRESENT PASS 0000:18:00.0",
+		"pci.inventory PCI_READ_ERROR WARN 0000:00:04.0",
+		"pci.link PCI_LINK_DEGRADED WARN 0000:17:00.0",
+		"pci.link PCI_LINK_OK PASS 0000:00:03.0",
+		"pci.link PCI_LINK_SPEED_REDUCED WARN 0000:18:00.0",
+		"pci.link PCI_LINK_UNKNOWN NOT_RUN 0000:00:04.0",
+		"pci.numa PCI_NUMA_NOT_READ NOT_RUN 0000:00:04.0",
+		"pci.numa PCI_NUMA_OK PASS 0000:17:00.0",
+		"pci.numa PCI_NUMA_OK PASS 0000:18:00.0",
+		"pci.numa PCI_NUMA_UNKNOWN WARN 0000:00:03.0",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("findings (-want +got):\n%s", diff)
+	}
+	zero := 0
+	wantDev := report.Device{ID: "0000:17:00.0", Kind: "gpu", Vendor: "NVIDIA Corporation", Name: "GH100 [H100 SXM5 80GB]",
+		Driver: "nvidia", NUMANode: &zero, Description: "NVIDIA GH100 [H100 SXM5 80GB] [10de:2330]"}
+	var gotDev *report.Device
+	for i := range rep.Devices {
+		if rep.Devices[i].ID == "0000:17:00.0" {
+			gotDev = &rep.Devices[i]
+		}
+		if rep.Devices[i].ID == "0000:00:03.0" && rep.Devices[i].NUMANode != nil {
+			t.Errorf("node -1 reported as %d", *rep.Devices[i].NUMANode)
+		}
+	}
+	if len(rep.Devices) != 4 || gotDev == nil {
+		t.Fatalf("devices: %+v", rep.Devices)
+	}
+	if diff := cmp.Diff(wantDev, *gotDev); diff != "" {
+		t.Errorf("device (-want +got):\n%s", diff)
+	}
+	for _, f := range rep.Findings {
+		if f.Code == CodePCILinkDegraded {
+			if !strings.Contains(f.Summary, "x8 of x16") || len(f.Evidence) != 4 || !strings.HasSuffix(f.Evidence[2].Path, "/0000:17:00.0/current_link_width") || f.Evidence[2].Value != "8" {
+				t.Errorf("degraded finding: %+v", f)
+			}
+		}
+	}
+	if rep.ExitCode() != 0 {
+		t.Errorf("warnings only, exit code %d", rep.ExitCode())
+	}
+}
+
+// A x16 card in a slot whose port does only x8 is what the slot allows.
+func TestPCILinkLimitedByPort(t *testing.T) {
+	files, links := pciHost()
+	files["/sys/devices/pci0000:00/0000:00:01.0/max_link_width"] = "8"
+	_, got := pciRun(t, pciTree(t, files, links), Options{Devices: []string{"0000:17:00.0"}})
+	want := []string{
+		"pci.inventory PCI_ACCEL_PRESENT PASS 0000:17:00.0",
+		"pci.link PCI_LINK_OK PASS 0000:17:00.0",
+		"pci.numa PCI_NUMA_OK PASS 0000:17:00.0",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("findings (-want +got):\n%s", diff)
+	}
+}
+
+func TestPCINoAccelerator(t *testing.T) {
+	root := pciTree(t, map[string]string{
+		"/sys/devices/pci0000:00/0000:00:1f.0/vendor": "0x1a03",
+		"/sys/devices/pci0000:00/0000:00:1f.0/device": "0x2000",
+		"/sys/devices/pci0000:00/0000:00:1f.0/class":  "0x030000",
+	}, map[string]string{"/sys/bus/pci/devices/0000:00:1f.0": "../../../devices/pci0000:00/0000:00:1f.0"})
+	rep, got := pciRun(t, root, Options{})
+	if diff := cmp.Diff([]string{"pci.inventory PCI_NO_ACCELERATOR PASS host"}, got); diff != "" {
+		t.Errorf("findings (-want +got):\n%s", diff)
+	}
+	if rep.ExitCode() != 0 || len(rep.Devices) != 0 {
+		t.Errorf("exit %d, devices %v", rep.ExitCode(), rep.Devices)
+	}
+}
+
+func TestPCINoBus(t *testing.T) {
+	_, got := pciRun(t, hostfs.MustNew(t.TempDir()), Options{})
+	if diff := cmp.Diff([]string{"pci.inventory PCI_READ_ERROR NOT_RUN host"}, got); diff != "" {
+		t.Errorf("findings (-want +got):\n%s", diff)
+	}
+}
+
+func TestPCIDeviceSelection(t *testing.T) {
+	files, links := pciHost()
+	// A non-accelerator named explicitly is checked; an absent one FAILs.
+	rep, got := pciRun(t, pciTree(t, files, links), Options{Devices: []string{"0000:00:1f.0", "0000:99:00.0"}})
+	want := []string{
+		"pci.inventory PCI_ACCEL_PRESENT PASS 0000:00:1f.0",
+		"pci.inventory PCI_DEVICE_NOT_FOUND FAIL 0000:99:00.0",
+		"pci.link PCI_LINK_UNKNOWN NOT_RUN 0000:00:1f.0",
+		"pci.numa PCI_NUMA_NOT_READ NOT_RUN 0000:00:1f.0",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("findings (-want +got):\n%s", diff)
+	}
+	if len(rep.Devices) != 1 || rep.Devices[0].Kind != "other" {
+		t.Errorf("devices %+v", rep.Devices)
+	}
+}
+
+func TestPCISingleNode(t *testing.T) {
+	files, links := pciHost()
+	files["/sys/devices/system/node/online"] = "0"
+	_, got := pciRun(t, pciTree(t, files, links), Options{Devices: []string{"0000:00:03.0"}})
+	if !strings.Contains(strings.Join(got, "\n"), "pci.numa PCI_NUMA_OK PASS 0000:00:03.0") {
+		t.Errorf("node -1 on a single-node host must pass: %v", got)
+	}
+	delete(files, "/sys/devices/system/node/online")
+	_, got = pciRun(t, pciTree(t, files, links), Options{Devices: []string{"0000:00:03.0"}})
+	if !strings.Contains(strings.Join(got, "\n"), "pci.numa PCI_NUMA_NOT_READ NOT_RUN 0000:00:03.0") {
+		t.Errorf("no node list must be NOT_RUN: %v", got)
+	}
+}
