@@ -53,6 +53,7 @@ internal error. '--snapshot demo' replays a built-in 8-GPU host with faults.`,
 	f.StringSliceVar(&devices, "device", nil, "only these PCI addresses (e.g. 0000:17:00.0)")
 	f.IntVar(&opts.PID, "pid", 0, "judge the cgroup device policy of this process (default: accel-doctor's own)")
 	f.StringVar(&opts.Cgroup, "cgroup", "", "judge the device policy of this cgroup path instead of a process's")
+	f.StringVar(&opts.Spec, "spec", "", "the container's OCI config.json (host path): report where the kernel's device policy drifts from it")
 	g.addOutputFlag(cmd)
 	f.BoolVar(&problems, "problems", false, "text output: leave out the checks that passed")
 	return cmd

@@ -108,7 +108,7 @@ func cgroupChecks() []Check {
 			Codes: []string{CodeCgroupMode, CodeCgroupModeUnknown}, Run: checkCgroupMode},
 		{ID: "cgroup.access", Layer: report.LayerCgroup, Title: "effective device access of the target for every accelerator node",
 			Codes: []string{CodeCgroupAllowed, CodeCgroupDenied, CodeCgroupPartial, CodeCgroupNotGranted, CodeCgroupUnreadable, CodeCgroupNodeUnchecked},
-			Run: checkCgroupAccess},
+			Run:   checkCgroupAccess},
 		{ID: "cgroup.drift", Layer: report.LayerCgroup, Title: "kernel device policy against the container's OCI spec",
 			Codes: []string{CodeCgroupDrift, CodeCgroupNoDrift, CodeCgroupSpecUnusable, CodeCgroupUnreadable}, Run: checkCgroupDrift},
 	}
@@ -179,15 +179,21 @@ func nodeDev(n devnode.ExpectedNode, st devnode.NodeState) (cgroup.DeviceRef, bo
 }
 
 // visibleToTarget says whether the target process has the node in its own
-// /dev. For accel-doctor itself, and on a captured host, its /dev is the
-// root's; for another PID on the live host it is /proc/PID/root/dev.
-func (e *Env) visibleToTarget(path string, st devnode.NodeState) (bool, string) {
-	if e.Opts.PID > 0 && e.Root.IsLive() && e.Opts.Cgroup == "" {
-		p := fmt.Sprintf("/proc/%d/root%s", e.Opts.PID, path)
-		_, err := e.Root.Stat(p)
-		return err == nil, p
+// /dev. For accel-doctor itself the root's /dev is its /dev; for another
+// PID it is /proc/PID/root/dev (on the live host the kernel's magic link,
+// in a capture whatever the capture holds there). known is false when that
+// directory cannot be read: then nobody can say.
+func (e *Env) visibleToTarget(path string, st devnode.NodeState) (visible, known bool, where string) {
+	if e.Opts.PID <= 0 || e.Opts.Cgroup != "" {
+		return st.Exists, e.Opts.Cgroup == "", path
 	}
-	return st.Exists, path
+	dir := fmt.Sprintf("/proc/%d/root/dev", e.Opts.PID)
+	if _, err := e.Root.ReadDir(dir); err != nil {
+		return false, false, dir
+	}
+	p := fmt.Sprintf("/proc/%d/root%s", e.Opts.PID, path)
+	_, err := e.Root.Stat(p)
+	return err == nil, true, p
 }
 
 func describeDecision(d cgroup.Decision) string {
@@ -198,6 +204,40 @@ func describeDecision(d cgroup.Decision) string {
 		return "allowed by " + d.DecidedBy
 	}
 	return "denied by " + d.DecidedBy
+}
+
+// decisionEvidence puts the four decisions on a node in as few lines as
+// they need: one line per file or program that decided, naming it once.
+func decisionEvidence(parts []struct {
+	what string
+	d    cgroup.Decision
+}) []report.Evidence {
+	var order []string
+	byPath := map[string][]string{}
+	for _, p := range parts {
+		path, why := "", p.d.DecidedBy
+		if strings.HasPrefix(why, "/") {
+			if i := strings.Index(why, ": "); i > 0 {
+				path, why = why[:i], why[i+2:]
+			}
+		}
+		verdict := "denied"
+		switch {
+		case !p.d.Known:
+			verdict, why = "undecided", p.d.Reason
+		case p.d.Allowed:
+			verdict = "allowed"
+		}
+		if _, ok := byPath[path]; !ok {
+			order = append(order, path)
+		}
+		byPath[path] = append(byPath[path], fmt.Sprintf("%s %s (%s)", p.what, verdict, why))
+	}
+	var ev []report.Evidence
+	for _, path := range order {
+		ev = append(ev, Ev(path, strings.Join(byPath[path], "; ")))
+	}
+	return ev
 }
 
 func checkCgroupAccess(e *Env, out *Out) {
@@ -239,12 +279,10 @@ func judgeAccess(e *Env, out *Out, n devnode.ExpectedNode, st devnode.NodeState,
 	}
 	rw := e.cgroupRW(dev)
 	id := fmt.Sprintf("%c %d:%d", dev.Type, dev.Major, dev.Minor)
-	ev := []report.Evidence{
-		Ev("", fmt.Sprintf("%s %s: read %s", n.Path, id, describeDecision(r.Combined))),
-		Ev("", fmt.Sprintf("%s %s: write %s", n.Path, id, describeDecision(w.Combined))),
-		Ev("", fmt.Sprintf("%s %s: read+write (one O_RDWR open) %s", n.Path, id, describeDecision(rw.Combined))),
-		Ev("", fmt.Sprintf("%s %s: mknod %s", n.Path, id, describeDecision(m.Combined))),
-	}
+	ev := decisionEvidence([]struct {
+		what string
+		d    cgroup.Decision
+	}{{"r", r.Combined}, {"w", w.Combined}, {"rw", rw.Combined}, {"m", m.Combined}})
 	who := strings.Join(n.Subjects, ", ")
 	if len(n.Subjects) > 2 {
 		who = fmt.Sprintf("shared by %d devices", len(n.Subjects))
@@ -261,10 +299,19 @@ func judgeAccess(e *Env, out *Out, n devnode.ExpectedNode, st devnode.NodeState,
 	case rw.Combined.Allowed:
 		out.Add(CodeCgroupAllowed, report.Pass, n.Path, fmt.Sprintf("%s (%s): rw allowed%s", id, who, mknodNote(m.Combined)), ev...)
 	default:
-		visible, where := e.visibleToTarget(n.Path, st)
-		ev = append(ev, Ev(where, map[bool]string{true: "present in the target's /dev", false: "absent from the target's /dev"}[visible]))
+		visible, known, where := e.visibleToTarget(n.Path, st)
+		switch {
+		case !known:
+			ev = append(ev, Ev(where, "unreadable: whether the target sees the node is unknown"))
+		case visible:
+			ev = append(ev, Ev(where, "present in the target's /dev"))
+		default:
+			ev = append(ev, Ev(where, "absent from the target's /dev"))
+		}
 		partial := r.Combined.Allowed || w.Combined.Allowed
 		switch {
+		case !known:
+			out.Add(CodeCgroupDenied, report.Warn, n.Path, fmt.Sprintf("%s (%s): denied by the cgroup; the target's /dev could not be read", id, who), ev...)
 		case !visible:
 			out.Add(CodeCgroupNotGranted, report.Pass, n.Path, fmt.Sprintf("%s (%s): denied and not in the target's /dev: not given to it", id, who), ev...)
 		case partial:
@@ -339,13 +386,30 @@ func checkCgroupDrift(e *Env, out *Out) {
 		out.NotRun(CodeCgroupSpecUnusable, "host", "drift not checked", err.Error())
 		return
 	}
+	// One finding per device: the accesses that drifted, with the spec's
+	// rule and the kernel's decision for each.
+	var order []cgroup.DeviceRef
+	byDev := map[cgroup.DeviceRef][]cgroup.DriftItem{}
 	for _, d := range dr.Differ {
-		id := fmt.Sprintf("%c %d:%d", d.Device.Type, d.Device.Major, d.Device.Minor)
-		want := map[bool]string{true: "allows", false: "denies"}
+		if _, ok := byDev[d.Device]; !ok {
+			order = append(order, d.Device)
+		}
+		byDev[d.Device] = append(byDev[d.Device], d)
+	}
+	want := map[bool]string{true: "allows", false: "denies"}
+	for _, dev := range order {
+		items := byDev[dev]
+		id := fmt.Sprintf("%c %d:%d", dev.Type, dev.Major, dev.Minor)
+		var accs []string
+		ev := []report.Evidence{}
+		for _, d := range items {
+			accs = append(accs, d.Access.String())
+			ev = append(ev, Ev(e.Opts.Spec, fmt.Sprintf("%s: spec %s (%s)", d.Access, want[d.SpecAllowed], d.SpecRule)),
+				Ev("", fmt.Sprintf("%s: kernel %s", d.Access, describeDecision(d.Kernel))))
+		}
+		first := items[0]
 		out.Add(CodeCgroupDrift, report.Fail, id,
-			fmt.Sprintf("%s %s: the spec %s it, the kernel %s it", id, d.Access, want[d.SpecAllowed], want[d.Kernel.Allowed]),
-			Ev(e.Opts.Spec, "linux.resources.devices: "+d.SpecRule),
-			Ev("", "kernel: "+describeDecision(d.Kernel)))
+			fmt.Sprintf("%s %s: the spec %s it, the kernel %s it", id, strings.Join(accs, "+"), want[first.SpecAllowed], want[first.Kernel.Allowed]), ev...)
 	}
 	for _, d := range dr.Undecided {
 		id := fmt.Sprintf("%c %d:%d", d.Device.Type, d.Device.Major, d.Device.Minor)

@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/accel-doctor/accel-doctor/internal/devnode"
@@ -241,6 +242,23 @@ func checkDevnodePresent(e *Env, out *Out) {
 		out.NotRun(CodeDevnodeMajorsUnknown, "host", "driver majors unknown: /proc/devices unreadable",
 			x.ProcDevicesErr.Error(), Ev(devnode.ProcDevicesPath, x.ProcDevicesErr.Error()))
 	}
+	unregistered := map[uint32][]devnode.ExpectedNode{}
+	if majorsKnown {
+		for _, n := range x.Nodes {
+			if _, skip := e.nodeSkipped(n); skip {
+				continue
+			}
+			if s := e.NodeState(n.Path); s.Err == nil && s.Exists && s.IsChar() && !x.ProcDevices.CharRegistered(s.Node.Major) {
+				unregistered[s.Node.Major] = append(unregistered[s.Node.Major], n)
+			}
+		}
+	}
+	for m := range unregistered {
+		// The finding belongs to a required node when there is one.
+		sort.SliceStable(unregistered[m], func(i, j int) bool {
+			return unregistered[m][i].Required && !unregistered[m][j].Required
+		})
+	}
 	for _, n := range x.Nodes {
 		if why, skip := e.nodeSkipped(n); skip {
 			out.NotRun(CodeDevnodeSkipped, n.Path, "not checked: a lower layer failed for "+strings.Join(n.Subjects, ", "), why, needEv(n))
@@ -287,9 +305,22 @@ func checkDevnodePresent(e *Env, out *Out) {
 			bad = true
 		}
 		if majorsKnown && !x.ProcDevices.CharRegistered(s.Node.Major) {
-			out.Add(CodeDevnodeMajorUnregistered, brokenSt, n.Path,
-				fmt.Sprintf("no driver holds char major %d of %s: open() gives ENXIO (%s)", s.Node.Major, n.Path, strings.Join(n.Subjects, ", ")),
-				nodeEv(s), Ev(devnode.ProcDevicesPath, fmt.Sprintf("no char major %d", s.Node.Major)), needEv(n))
+			// One cause, one finding: every node of an unregistered major
+			// (nvidia-uvm and nvidia-uvm-tools share one) is listed in the
+			// finding of the first.
+			if nodes := unregistered[s.Node.Major]; nodes[0].Path == n.Path {
+				st, paths, ev := report.Warn, []string{}, []report.Evidence{}
+				for _, m := range nodes {
+					if m.Required {
+						st = report.Fail
+					}
+					paths = append(paths, m.Path)
+					ev = append(ev, nodeEv(e.NodeState(m.Path)), needEv(m))
+				}
+				ev = append(ev, Ev(devnode.ProcDevicesPath, fmt.Sprintf("no char major %d", s.Node.Major)))
+				out.Add(CodeDevnodeMajorUnregistered, st, n.Path,
+					fmt.Sprintf("no driver holds char major %d of %s: open() gives ENXIO", s.Node.Major, strings.Join(paths, ", ")), ev...)
+			}
 			bad = true
 		}
 		if bad {

@@ -135,7 +135,6 @@ func TestDevnodeLayer(t *testing.T) {
 		},
 		want: replaceFindings([]string{"devnode.present /dev/nvidia-uvm", "devnode.present /dev/nvidia-uvm-tools"},
 			"devnode.present DEVNODE_MAJOR_UNREGISTERED FAIL /dev/nvidia-uvm",
-			"devnode.present DEVNODE_MAJOR_UNREGISTERED WARN /dev/nvidia-uvm-tools",
 			"devnode.present DEVNODE_WRONG_DEVNUM FAIL /dev/nvidia-uvm",
 			"devnode.present DEVNODE_WRONG_DEVNUM WARN /dev/nvidia-uvm-tools"),
 	}, {
@@ -152,9 +151,7 @@ func TestDevnodeLayer(t *testing.T) {
 			tr.files["/proc/devices"] = strings.Replace(tr.files["/proc/devices"], "195 nvidia-frontend\n", "", 1)
 		},
 		want: replaceFindings([]string{"devnode.present /dev/nvidia0", "devnode.present /dev/nvidiactl", "devnode.present /dev/nvidia-modeset"},
-			"devnode.present DEVNODE_MAJOR_UNREGISTERED FAIL /dev/nvidia0",
-			"devnode.present DEVNODE_MAJOR_UNREGISTERED FAIL /dev/nvidiactl",
-			"devnode.present DEVNODE_MAJOR_UNREGISTERED WARN /dev/nvidia-modeset"),
+			"devnode.present DEVNODE_MAJOR_UNREGISTERED FAIL /dev/nvidia0"),
 	}, {
 		name: "restrictive modes",
 		change: func(tr *l23Tree) {

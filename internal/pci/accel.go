@@ -74,7 +74,7 @@ var bluefield = map[uint16]bool{
 
 // IsAccelerator classifies a function. The rules, in order:
 //
-//   - bridges (class 0x06, except NVIDIA's 0x0680 NVSwitch) are never
+//   - bridges (class 0x06, NVIDIA's 0x0680 NVSwitch included) are never
 //     accelerators; a function whose class could not be read is not
 //     classified.
 //   - display controllers (0x03xxxx) are "gpu", except the BMC and
@@ -85,8 +85,7 @@ var bluefield = map[uint16]bool{
 //   - multimedia video (0x0400xx) and other multimedia (0x0480xx)
 //     controllers are "video"; audio (0x0401, 0x0403: the HDMI audio
 //     function of a GPU) is not.
-//   - by vendor: NVIDIA's 0x0680 functions are NVSwitch ("other": needed
-//     by the fabric manager, not allocated to pods); BlueField DPU network
+//   - by vendor: BlueField DPU network
 //     functions are "nic"; Xilinx functions with 0x0580, the default class
 //     code of Xilinx's PCIe IP, are FPGA cards ("accelerator"); Amazon
 //     Neuron devices and every function of acceleratorVendors are
@@ -99,9 +98,10 @@ func IsAccelerator(d *Device) (kind string, ok bool) {
 	sub := uint16(d.Class >> 8)
 	vendorKnown := d.Has(HasVendor)
 
-	if vendorKnown && d.Vendor == vendorNVIDIA && sub == classBridgeOther {
-		return KindOther, true
-	}
+	// NVSwitch (NVIDIA 0x0680) is fabric, not something a pod is given: it
+	// has no /dev/nvidiaN and no /proc/driver/nvidia/gpus entry, and is
+	// driven by the fabric manager. It stays out of the accelerator list so
+	// that layers 2-4 do not judge it as a GPU.
 	if base == 0x06 {
 		return "", false
 	}

@@ -13,7 +13,7 @@ func TestIsAccelerator(t *testing.T) {
 		{"H100 3D controller", Device{Present: all, Vendor: 0x10de, Device: 0x2330, Class: 0x030200}, KindGPU, true},
 		{"GPU VGA", Device{Present: all, Vendor: 0x1002, Device: 0x6758, Class: 0x030000}, KindGPU, true},
 		{"GPU HDMI audio", Device{Present: all, Vendor: 0x10de, Device: 0x22a3, Class: 0x040300}, "", false},
-		{"NVSwitch", Device{Present: all, Vendor: 0x10de, Device: 0x1af1, Class: 0x068000}, KindOther, true},
+		{"NVSwitch", Device{Present: all, Vendor: 0x10de, Device: 0x1af1, Class: 0x068000}, "", false},
 		{"NVIDIA bridge", Device{Present: all, Vendor: 0x10de, Device: 0x1ad0, Class: 0x060400}, "", false},
 		{"NVIDIA USB on a GPU", Device{Present: all, Vendor: 0x10de, Device: 0x1ad6, Class: 0x0c0330}, "", false},
 		{"ASPEED BMC VGA", Device{Present: all, Vendor: 0x1a03, Device: 0x2000, Class: 0x030000}, "", false},
