@@ -3,4 +3,6 @@ package cli
 import "github.com/spf13/cobra"
 
 // extraCommands are the commands of the later layers.
-func extraCommands(g *globals) []*cobra.Command { return nil }
+func extraCommands(g *globals) []*cobra.Command {
+	return []*cobra.Command{newCgroupCmd(g)}
+}

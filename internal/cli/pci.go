@@ -1,8 +1,171 @@
 package cli
 
-import "github.com/spf13/cobra"
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/accel-doctor/accel-doctor/internal/pci"
+)
+
+// pciRow is the JSON form of one function: the inventory's facts, with
+// errors as strings and optional values absent rather than zero.
+type pciRow struct {
+	Address         string   `json:"address"`
+	Vendor          string   `json:"vendor_id,omitempty"`
+	Device          string   `json:"device_id,omitempty"`
+	SubsystemVendor string   `json:"subsystem_vendor_id,omitempty"`
+	SubsystemDevice string   `json:"subsystem_device_id,omitempty"`
+	Class           string   `json:"class,omitempty"`
+	Revision        string   `json:"revision,omitempty"`
+	VendorName      string   `json:"vendor_name,omitempty"`
+	DeviceName      string   `json:"device_name,omitempty"`
+	ClassName       string   `json:"class_name,omitempty"`
+	Accelerator     string   `json:"accelerator,omitempty"` // kind, when it is one
+	Driver          string   `json:"driver,omitempty"`
+	NUMANode        *int     `json:"numa_node,omitempty"`
+	IOMMUGroup      *int     `json:"iommu_group,omitempty"`
+	LocalCPUs       string   `json:"local_cpus,omitempty"`
+	LinkCurrent     string   `json:"link_current,omitempty"`
+	LinkMax         string   `json:"link_max,omitempty"`
+	Bridges         []string `json:"upstream_bridges,omitempty"`
+	PhysFn          string   `json:"physfn,omitempty"`
+	VFs             []string `json:"vfs,omitempty"`
+	TotalVFs        *int     `json:"sriov_totalvfs,omitempty"`
+	NumVFs          *int     `json:"sriov_numvfs,omitempty"`
+	Errors          []string `json:"errors,omitempty"`
+}
+
+func linkString(s *pci.LinkSpeed, w *int) string {
+	var parts []string
+	if s != nil {
+		parts = append(parts, s.String())
+	}
+	if w != nil {
+		parts = append(parts, fmt.Sprintf("x%d", *w))
+	}
+	return strings.Join(parts, " ")
+}
+
+func rowOf(d *pci.Device) pciRow {
+	r := pciRow{Address: d.Address.String(), Driver: d.Driver, NUMANode: d.NUMANode, IOMMUGroup: d.IOMMUGroup,
+		LocalCPUs: d.LocalCPUs, VendorName: d.VendorName, DeviceName: d.DeviceName, ClassName: d.ClassName,
+		TotalVFs: d.TotalVFs, NumVFs: d.NumVFs,
+		LinkCurrent: linkString(d.Link.CurrentSpeed, d.Link.CurrentWidth), LinkMax: linkString(d.Link.MaxSpeed, d.Link.MaxWidth)}
+	if d.Has(pci.HasVendor) {
+		r.Vendor = fmt.Sprintf("%04x", d.Vendor)
+	}
+	if d.Has(pci.HasDevice) {
+		r.Device = fmt.Sprintf("%04x", d.Device)
+	}
+	if d.Has(pci.HasSubsystem) {
+		r.SubsystemVendor, r.SubsystemDevice = fmt.Sprintf("%04x", d.SubsystemVendor), fmt.Sprintf("%04x", d.SubsystemDevice)
+	}
+	if d.Has(pci.HasClass) {
+		r.Class = fmt.Sprintf("%06x", d.Class)
+	}
+	if d.Has(pci.HasRevision) {
+		r.Revision = fmt.Sprintf("%02x", d.Revision)
+	}
+	if k, ok := pci.IsAccelerator(d); ok {
+		r.Accelerator = k
+	}
+	for _, b := range d.Bridges {
+		r.Bridges = append(r.Bridges, b.String())
+	}
+	if d.PhysFn != nil {
+		r.PhysFn = d.PhysFn.String()
+	}
+	for _, v := range d.VFs {
+		r.VFs = append(r.VFs, v.String())
+	}
+	for _, err := range d.Errors {
+		r.Errors = append(r.Errors, err.Error())
+	}
+	return r
+}
 
 func newPCICmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "pci", Short: "The PCI inventory as a table or JSON"}
+	var (
+		snapshot string
+		accel    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "pci",
+		Short: "The PCI inventory as a table or JSON (read-only)",
+		Long: `pci lists every PCI function of the host (or --root, or --snapshot) with its
+ids, names from the host's pci.ids, driver, NUMA node, IOMMU group and link;
+accelerators are marked with their kind. --accelerators lists only those.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			root, _, cleanup, err := g.openHost(snapshot)
+			if err != nil {
+				return err
+			}
+			defer cleanup()
+			inv, err := pci.Scan(root)
+			if err != nil {
+				return err
+			}
+			var rows []pciRow
+			for _, d := range inv.Devices {
+				r := rowOf(d)
+				if accel && r.Accelerator == "" {
+					continue
+				}
+				rows = append(rows, r)
+			}
+			switch g.output {
+			case "json":
+				enc := json.NewEncoder(g.stdout)
+				enc.SetIndent("", "  ")
+				if rows == nil {
+					rows = []pciRow{}
+				}
+				return enc.Encode(rows)
+			case "text", "":
+			default:
+				return usageErr("pci: unknown output %q (want text or json)", g.output)
+			}
+			tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "ADDRESS\tIDS\tCLASS\tNAME\tDRIVER\tNUMA\tIOMMU\tLINK\tACCEL")
+			for _, r := range rows {
+				name := strings.TrimSpace(r.VendorName + " " + r.DeviceName)
+				link := r.LinkCurrent
+				if r.LinkMax != "" && r.LinkMax != r.LinkCurrent {
+					link += " (max " + r.LinkMax + ")"
+				}
+				fmt.Fprintf(tw, "%s\t%s:%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Address, dash(r.Vendor), dash(r.Device), dash(r.Class),
+					dash(name), dash(r.Driver), intOrDash(r.NUMANode), intOrDash(r.IOMMUGroup), dash(link), dash(r.Accelerator))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			for _, err := range inv.Errors {
+				fmt.Fprintf(g.stderr, "warning: %v\n", err)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&snapshot, "snapshot", "", "read a snapshot archive ('demo': the built-in scenario)")
+	cmd.Flags().BoolVar(&accel, "accelerators", false, "only accelerators")
+	g.addOutputFlag(cmd)
 	return cmd
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func intOrDash(p *int) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprint(*p)
 }
