@@ -27,6 +27,7 @@ var allowed = map[string][]string{
 	"diagnose": {"hostfs", "report", "pci", "driver", "devnode", "cgroup", "probe"},
 	"cli":      {"*"},
 	"archtest": {},
+	"testutil": {},
 }
 
 func TestDependencyDirection(t *testing.T) {

@@ -1,0 +1,105 @@
+// Package testutil holds helpers shared by tests: locating the corpus of
+// real captures beside the repository and unpacking its archives. It is
+// imported only from _test.go files.
+package testutil
+
+import (
+	"archive/tar"
+	"compress/bzip2"
+	"compress/gzip"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// CorpusDir is /work/shared/corpus seen from the repository: ../shared/corpus.
+func CorpusDir(t testing.TB) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	repo := filepath.Join(filepath.Dir(file), "..", "..") // internal/testutil -> repository
+	dir := filepath.Join(repo, "..", "shared", "corpus")
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("corpus of real captures not present at %s (a fresh clone has no ../shared)", dir)
+	}
+	return dir
+}
+
+// Unpack extracts a .tar.gz or .tar.bz2 into a temp dir, keeping
+// symlinks as they are (absolute or relative), and returns the directory
+// that holds sys/bus/pci.
+func Unpack(t testing.TB, archive string) string {
+	t.Helper()
+	f, err := os.Open(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var r io.Reader
+	switch {
+	case strings.HasSuffix(archive, ".tar.gz"):
+		gz, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = gz
+	case strings.HasSuffix(archive, ".tar.bz2"):
+		r = bzip2.NewReader(f)
+	default:
+		t.Fatalf("unknown archive %s", archive)
+	}
+	dst := t.TempDir()
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := filepath.Clean(h.Name)
+		if strings.HasPrefix(name, "..") || filepath.IsAbs(name) {
+			continue
+		}
+		p := filepath.Join(dst, name)
+		switch h.Typeflag {
+		case tar.TypeDir:
+			err = os.MkdirAll(p, 0o755)
+		case tar.TypeSymlink:
+			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
+				err = os.Symlink(h.Linkname, p)
+			}
+		case tar.TypeReg:
+			if err = os.MkdirAll(filepath.Dir(p), 0o755); err == nil {
+				var out *os.File
+				if out, err = os.OpenFile(p, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644); err == nil {
+					_, err = io.Copy(out, io.LimitReader(tr, 64<<20))
+					out.Close()
+				}
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var root string
+	_ = filepath.WalkDir(dst, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || root != "" {
+			return filepath.SkipDir
+		}
+		if d.IsDir() && filepath.Base(p) == "pci" && filepath.Base(filepath.Dir(p)) == "bus" && filepath.Base(filepath.Dir(filepath.Dir(p))) == "sys" {
+			root = filepath.Dir(filepath.Dir(filepath.Dir(p)))
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	if root == "" {
+		return ""
+	}
+	return root
+}
