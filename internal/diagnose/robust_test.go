@@ -90,10 +90,10 @@ func TestHostileTree(t *testing.T) {
 	f.Close()
 	write(filepath.Join(bad, "class"), "not a class \x00\xff\n") // and no vendor
 	links := map[string]string{
-		"sys/bus/pci/devices/0000:00:02.0": "../../../devices/pci0000:00/0000:00:02.0",
-		"sys/bus/pci/devices/0000:00:03.0": "../../../devices/pci0000:00/0000:00:03.0",
-		"sys/bus/pci/devices/0000:00:04.0": "0000:00:05.0",
-		"sys/bus/pci/devices/0000:00:05.0": "0000:00:04.0",
+		"sys/bus/pci/devices/0000:00:02.0":           "../../../devices/pci0000:00/0000:00:02.0",
+		"sys/bus/pci/devices/0000:00:03.0":           "../../../devices/pci0000:00/0000:00:03.0",
+		"sys/bus/pci/devices/0000:00:04.0":           "0000:00:05.0",
+		"sys/bus/pci/devices/0000:00:05.0":           "0000:00:04.0",
 		"sys/devices/pci0000:00/0000:00:02.0/driver": "../../../sys/devices/pci0000:00/0000:00:02.0/driver",
 	}
 	for l, target := range links {
