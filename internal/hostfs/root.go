@@ -196,17 +196,32 @@ func (r *Root) ReadFileLimit(p string, limit int64) ([]byte, error) {
 }
 
 func (r *Root) readFile(p string, limit int64) ([]byte, error) {
-	real, err := r.realPath(p, true)
+	// Most files are not links: open without following the last component
+	// and resolve it inside the root only when the kernel says it is one
+	// (ELOOP from O_NOFOLLOW), saving an lstat per read.
+	real, err := r.realPath(p, false)
 	if err != nil {
 		return nil, unwrapPathErr(err)
 	}
 	// O_NONBLOCK: opening a FIFO must not wait for a writer.
-	fd, err := unix.Open(real, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	const flags = unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC | unix.O_NOCTTY
+	nofollow := 0
+	if r.dir != "/" {
+		nofollow = unix.O_NOFOLLOW
+	}
+	fd, err := unix.Open(real, flags|nofollow, 0)
+	if err == unix.ELOOP && nofollow != 0 {
+		if real, err = r.realPath(p, true); err != nil {
+			return nil, unwrapPathErr(err)
+		}
+		fd, err = unix.Open(real, flags|unix.O_NOFOLLOW, 0)
+	}
 	if err != nil {
 		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), real)
-	defer f.Close()
+	// Raw reads on the fd: os.NewFile would try to register a non-blocking
+	// fd with the poller, a wasted syscall per sysfs attribute.
+	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, err
@@ -214,8 +229,14 @@ func (r *Root) readFile(p string, limit int64) ([]byte, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil, ErrNotRegular
 	}
-	// sysfs reports 4096 and procfs 0 whatever the content: read, don't trust size.
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	// sysfs reports 4096 and procfs 0 whatever the content: read until EOF
+	// and never trust the size, but use it to size the buffer (pci.ids is
+	// 1.4 MB: growing a buffer to that costs more than reading it).
+	size := int64(512)
+	if st.Size > 0 && st.Size < limit {
+		size = st.Size + 1
+	}
+	b, err := readAllLimit(fdReader(fd), size, limit+1)
 	if err != nil {
 		return nil, err
 	}
@@ -470,3 +491,45 @@ func (r *Root) Glob(pattern string) ([]string, error) {
 }
 
 func hasMeta(s string) bool { return strings.ContainsAny(s, `*?[\`) }
+
+// readAllLimit reads r to EOF or to max bytes, starting with a buffer of
+// size bytes.
+func readAllLimit(r io.Reader, size, max int64) ([]byte, error) {
+	b := make([]byte, 0, size)
+	for int64(len(b)) < max {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		room := b[len(b):cap(b)]
+		if int64(len(room)) > max-int64(len(b)) {
+			room = room[:max-int64(len(b))]
+		}
+		n, err := r.Read(room)
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+	return b, nil
+}
+
+// fdReader reads a file descriptor directly.
+type fdReader int
+
+func (r fdReader) Read(p []byte) (int, error) {
+	for {
+		n, err := unix.Read(int(r), p)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err != nil:
+			return 0, err
+		case n == 0 && len(p) > 0:
+			return 0, io.EOF
+		}
+		return n, nil
+	}
+}
