@@ -261,7 +261,7 @@ func checkDevnodePresent(e *Env, out *Out) {
 	}
 	for _, n := range x.Nodes {
 		if why, skip := e.nodeSkipped(n); skip {
-			out.NotRun(CodeDevnodeSkipped, n.Path, "not checked: a lower layer failed for "+strings.Join(n.Subjects, ", "), why, needEv(n))
+			out.NotRun(CodeDevnodeSkipped, n.Path, "not checked: a lower layer failed for "+whoNeeds(n), why, needEv(n))
 			continue
 		}
 		expect := Ev("", "expected "+orUnknown(n.Dev())+" from "+n.DevSource)
@@ -279,10 +279,10 @@ func checkDevnodePresent(e *Env, out *Out) {
 			if s.Symlink {
 				ev[0] = Ev(n.Path, "dangling symlink to "+s.LinkTarget)
 			}
-			out.Add(CodeDevnodeMissing, st, n.Path, fmt.Sprintf("%s node %s of %s is missing", what, n.Path, strings.Join(n.Subjects, ", ")), ev...)
+			out.Add(CodeDevnodeMissing, st, n.Path, fmt.Sprintf("%s node %s of %s is missing", what, n.Path, whoNeeds(n)), ev...)
 			continue
 		case !s.IsChar():
-			out.Add(CodeDevnodeNotChar, report.Fail, n.Path, fmt.Sprintf("%s is a %s, not a char device (%s)", n.Path, s.Node.Type, strings.Join(n.Subjects, ", ")),
+			out.Add(CodeDevnodeNotChar, report.Fail, n.Path, fmt.Sprintf("%s is a %s, not a char device (%s)", n.Path, s.Node.Type, whoNeeds(n)),
 				nodeEv(s), needEv(n), expect)
 			continue
 		}
@@ -295,12 +295,12 @@ func checkDevnodePresent(e *Env, out *Out) {
 		bad := false
 		if n.DevKnown && (s.Node.Major != n.Major || s.Node.Minor != n.Minor) {
 			out.Add(CodeDevnodeWrongDevnum, brokenSt, n.Path,
-				fmt.Sprintf("%s is %s, the kernel published %s (%s)", n.Path, s.Node.Dev(), n.Dev(), strings.Join(n.Subjects, ", ")),
+				fmt.Sprintf("%s is %s, the kernel published %s (%s)", n.Path, s.Node.Dev(), n.Dev(), whoNeeds(n)),
 				nodeEv(s), expect, needEv(n))
 			bad = true
 		} else if n.MajorOnly && s.Node.Major != n.Major {
 			out.Add(CodeDevnodeWrongDevnum, brokenSt, n.Path,
-				fmt.Sprintf("%s has major %d, the driver registered %d (%s)", n.Path, s.Node.Major, n.Major, strings.Join(n.Subjects, ", ")),
+				fmt.Sprintf("%s has major %d, the driver registered %d (%s)", n.Path, s.Node.Major, n.Major, whoNeeds(n)),
 				nodeEv(s), expect, needEv(n))
 			bad = true
 		}
@@ -326,7 +326,7 @@ func checkDevnodePresent(e *Env, out *Out) {
 		if bad {
 			continue
 		}
-		summary := fmt.Sprintf("%s is char %s (%s)", n.Path, s.Node.Dev(), strings.Join(n.Subjects, ", "))
+		summary := fmt.Sprintf("%s is char %s (%s)", n.Path, s.Node.Dev(), whoNeeds(n))
 		ev := []report.Evidence{nodeEv(s), expect}
 		if majorsKnown {
 			ev = append(ev, Ev(devnode.ProcDevicesPath, fmt.Sprintf("char major %d: %s", s.Node.Major, strings.Join(x.ProcDevices.CharNames(s.Node.Major), ", "))))
@@ -415,10 +415,10 @@ func checkDevnodeMode(e *Env, out *Out) {
 		}
 		ev := []report.Evidence{nodeEv(s), Ev("", "rule: "+rule)}
 		if good {
-			out.Add(CodeDevnodeModeOK, report.Pass, n.Path, fmt.Sprintf("%s mode %s %d:%d (%s)", n.Path, s.Node.ModeString(), s.Node.UID, s.Node.GID, strings.Join(n.Subjects, ", ")), ev...)
+			out.Add(CodeDevnodeModeOK, report.Pass, n.Path, fmt.Sprintf("%s mode %s %d:%d (%s)", n.Path, s.Node.ModeString(), s.Node.UID, s.Node.GID, whoNeeds(n)), ev...)
 		} else {
 			out.Add(CodeDevnodeMode, report.Warn, n.Path,
-				fmt.Sprintf("%s mode %s owner %d:%d keeps non-root users out (%s)", n.Path, s.Node.ModeString(), s.Node.UID, s.Node.GID, strings.Join(n.Subjects, ", ")), ev...)
+				fmt.Sprintf("%s mode %s owner %d:%d keeps non-root users out (%s)", n.Path, s.Node.ModeString(), s.Node.UID, s.Node.GID, whoNeeds(n)), ev...)
 		}
 	}
 }
@@ -436,14 +436,24 @@ func checkDevnodeCharLink(e *Env, out *Out) {
 			out.NotRun(CodeDevnodeUnknown, n.Path, "could not read "+cl.Path, cl.Err.Error(), Ev(cl.Path, cl.Err.Error()))
 		case !cl.Present:
 			out.Add(CodeDevnodeNoCharLink, report.Warn, n.Path,
-				fmt.Sprintf("%s has no %s link: systemd drops DeviceAllow for it after a daemon-reload (%s)", n.Path, cl.Path, strings.Join(n.Subjects, ", ")),
+				fmt.Sprintf("%s has no %s link: systemd drops DeviceAllow for it after a daemon-reload (%s)", n.Path, cl.Path, whoNeeds(n)),
 				Ev(cl.Path, "absent"), nodeEv(s))
 		case !cl.PointsAtNode:
 			out.Add(CodeDevnodeNoCharLink, report.Warn, n.Path,
-				fmt.Sprintf("%s points at %s, not at %s (%s)", cl.Path, orUnknown(cl.Resolved), n.Path, strings.Join(n.Subjects, ", ")),
+				fmt.Sprintf("%s points at %s, not at %s (%s)", cl.Path, orUnknown(cl.Resolved), n.Path, whoNeeds(n)),
 				Ev(cl.Path, "-> "+cl.Target), nodeEv(s))
 		default:
 			out.Add(CodeDevnodeCharLinkOK, report.Pass, n.Path, fmt.Sprintf("%s -> %s", cl.Path, cl.Target), Ev(cl.Path, "-> "+cl.Target))
 		}
 	}
+}
+
+// whoNeeds names the devices needing a node for a one-line summary: the
+// addresses of one or two, a count for a shared node (the evidence lists
+// them all).
+func whoNeeds(n devnode.ExpectedNode) string {
+	if len(n.Subjects) > 2 {
+		return fmt.Sprintf("shared by %d devices", len(n.Subjects))
+	}
+	return strings.Join(n.Subjects, ", ")
 }
