@@ -8,10 +8,17 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/accel-doctor/accel-doctor/internal/cgroup"
 	"github.com/accel-doctor/accel-doctor/internal/cli"
 )
 
 func main() {
+	// The sandbox re-runs this binary for its helpers (command trampoline,
+	// probe, reaper); they are chosen by an environment variable and never
+	// reach the command line.
+	if cgroup.SandboxTrampolineMain() {
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

@@ -16,4 +16,12 @@
 // over struct bpf_cgroup_dev_ctx (include/uapi/linux/bpf.h). Anything the
 // interpreter does not model gives an undecided result with the reason,
 // never a guess.
+//
+// The sandbox (sandbox*.go, bpfgen.go) is the one part of accel-doctor
+// that writes to the host: it creates transient cgroups named
+// accel-doctor-sandbox-<pid>-<random> (v1 devices controller, or a cgroup2
+// directory with a generated BPF device program named adoc_sandbox), runs a
+// command or probes nodes inside, and removes them on every exit path,
+// with a reaper process for the case where accel-doctor itself is killed.
+// It never touches any other cgroup.
 package cgroup

@@ -1,0 +1,208 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/opencontainers/cgroups/devices/config"
+	"github.com/spf13/cobra"
+
+	"github.com/accel-doctor/accel-doctor/internal/cgroup"
+	"github.com/accel-doctor/accel-doctor/internal/diagnose"
+	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+	"github.com/accel-doctor/accel-doctor/internal/probe"
+)
+
+// ruleList collects --allow and --deny into one slice, so that the order
+// the user gave them in survives (pflag calls Set in argument order).
+type ruleList struct {
+	rules *[]config.Rule
+	allow bool
+}
+
+func (r ruleList) String() string { return "" }
+func (r ruleList) Type() string   { return "RULE" }
+func (r ruleList) Set(s string) error {
+	rule, err := cgroup.ParseRuleFlag(s, r.allow)
+	if err != nil {
+		return err
+	}
+	*r.rules = append(*r.rules, rule)
+	return nil
+}
+
+func newSandboxCmd(g *globals) *cobra.Command {
+	var (
+		rules    []config.Rule
+		v1, v2   bool
+		def      string
+		devices  []string
+		accesses []string
+	)
+	cmd := &cobra.Command{
+		Use:   "sandbox [--v1|--v2] [--allow RULE]... [--deny RULE]... [--default allow|deny] [--device NODE]... [-- CMD [ARGS]]",
+		Short: "Run a command (or probe nodes) in a transient cgroup with exactly these device rules. WRITES to the host",
+		Long: `sandbox WRITES TO THE HOST: it creates a transient cgroup named
+accel-doctor-sandbox-<pid>-<random> (v1: in the devices controller; v2: a
+cgroup2 directory with a BPF device program it generates and attaches),
+runs CMD inside it, and removes the cgroup and its program on every exit
+path: CMD failing, CMD killed, SIGINT/SIGTERM, and accel-doctor itself killed
+(a reaper process started first cleans up). It touches no other cgroup,
+except to remove stale sandboxes whose owner is dead. It needs root.
+
+With no CMD it probes, from inside the cgroup and from outside it as a
+baseline, every accelerator node of this host and each --device node:
+open() for r and w, and mknod for m, and classifies the errno (EPERM: the
+cgroup denies it; EACCES: file mode, nodev or LSM; ENXIO/ENODEV: allowed by
+the cgroup, no driver behind the major; ENOENT: not present). A failure the
+baseline shares is host-wide policy, not the cgroup's.
+
+With CMD, the exit status is CMD's (128+N when signal N killed it).
+
+` + cgroup.SandboxRulesHelp,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if v1 && v2 {
+				return usageErr("choose one of --v1 and --v2")
+			}
+			version := cgroup.SandboxAuto
+			switch {
+			case v1:
+				version = cgroup.SandboxV1
+			case v2:
+				version = cgroup.SandboxV2
+			}
+			d, err := cgroup.ParseSandboxDefault(def)
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			var accs []probe.Access
+			for _, a := range accesses {
+				pa, err := probe.ParseAccess(a)
+				if err != nil {
+					return usageErr("%v", err)
+				}
+				accs = append(accs, pa)
+			}
+			spec := cgroup.SandboxSpec{Version: version, Default: d, Rules: rules, Command: args, Accesses: accs,
+				Stdin: os.Stdin, Stdout: g.stdout, Stderr: g.stderr}
+			if len(args) == 0 {
+				spec.Nodes = append(accelNodes(g), devices...)
+				if len(spec.Nodes) == 0 {
+					return usageErr("no accelerator node on this host and no --device: nothing to probe (name nodes with --device, or give a command after --)")
+				}
+			}
+			res, err := cgroup.RunSandbox(cmd.Context(), spec)
+			if res != nil {
+				if rerr := renderSandbox(g, res); rerr != nil && err == nil {
+					err = rerr
+				}
+			}
+			if err != nil {
+				return err
+			}
+			switch {
+			case res.Ran && res.ExitCode >= 0 && res.ExitCode != 0:
+				return &exitError{code: res.ExitCode, err: fmt.Errorf("command exited %d", res.ExitCode)}
+			case res.Ran && res.ExitCode < 0:
+				return &exitError{code: 128 + signalNumber(res.Signal), err: fmt.Errorf("command killed by %s", res.Signal)}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.Var(ruleList{&rules, true}, "allow", "allow RULE (repeatable; order matters)")
+	f.Var(ruleList{&rules, false}, "deny", "deny RULE (repeatable; order matters)")
+	f.BoolVar(&v1, "v1", false, "use the cgroup v1 devices controller")
+	f.BoolVar(&v2, "v2", false, "use a cgroup2 BPF device program")
+	f.StringVar(&def, "default", "deny", "what a device no rule matches gets: allow or deny")
+	f.StringArrayVar(&devices, "device", nil, "a node to probe when no command is given (repeatable)")
+	f.StringArrayVar(&accesses, "access", nil, "accesses to probe: r, w, rw, m (repeatable; default r, w, m)")
+	g.addOutputFlag(cmd)
+	return cmd
+}
+
+// accelNodes are the accelerator nodes of the live host that exist.
+func accelNodes(g *globals) []string {
+	root, err := hostfs.New("/")
+	if err != nil {
+		return nil
+	}
+	env := diagnose.NewEnv(root, diagnose.Options{})
+	var out []string
+	for _, n := range env.ExpectedNodes() {
+		if env.NodeState(n.Path).Exists {
+			out = append(out, n.Path)
+		}
+	}
+	return out
+}
+
+func renderSandbox(g *globals, res *cgroup.SandboxResult) error {
+	if g.output == "json" {
+		enc := json.NewEncoder(g.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	w := g.stderr // with a command, its output owns stdout
+	if !res.Ran {
+		w = g.stdout
+	}
+	fmt.Fprintf(w, "sandbox: cgroup %s %s (removed), default %s\n", res.Version, res.Cgroup, res.Default)
+	for _, r := range res.Rules {
+		fmt.Fprintf(w, "  rule: %s\n", cgroup.SandboxRuleString(r))
+	}
+	for _, l := range res.V1Writes {
+		fmt.Fprintf(w, "  wrote %s: %s\n", l.File, l.Line)
+	}
+	if len(res.V1List) > 0 {
+		fmt.Fprintf(w, "  devices.list read back: %s\n", strings.Join(res.V1List, "; "))
+	}
+	if p := res.Program; p != nil {
+		fmt.Fprintf(w, "  program: id %d tag %s name %s, %d instructions\n", p.ID, p.Tag, p.Name, p.Instructions)
+	}
+	for _, warn := range res.Warnings {
+		fmt.Fprintf(w, "  warning: %s\n", warn)
+	}
+	if len(res.Probes) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "NODE\tACCESS\tOUTSIDE\tINSIDE\tCGROUP\tWHY")
+		for _, p := range res.Probes {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Node, p.Access, probeWord(p.Baseline), probeWord(p.InCgroup), p.Verdict.Decision, p.Verdict.Reason)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	if res.Ran {
+		if res.ExitCode >= 0 {
+			fmt.Fprintf(w, "command exited %d\n", res.ExitCode)
+		} else {
+			fmt.Fprintf(w, "command killed by %s\n", res.Signal)
+		}
+	}
+	return nil
+}
+
+func probeWord(r probe.Result) string {
+	if r.Errno == 0 {
+		return "ok"
+	}
+	return r.ErrnoName
+}
+
+func signalNumber(name string) int {
+	for i := 1; i < 65; i++ {
+		if strings.EqualFold(unixSignalName(i), name) {
+			return i
+		}
+	}
+	return 0
+}
+
+func unixSignalName(i int) string { return unix.SignalName(syscall.Signal(i)) }
