@@ -533,3 +533,42 @@ func (r fdReader) Read(p []byte) (int, error) {
 		return n, nil
 	}
 }
+
+// MapFile maps a regular file of at most limit bytes read-only into memory
+// and returns its bytes and the function that unmaps them. Large, static
+// files (pci.ids: 1.4 MB) are read this way: no copy and no zeroed buffer,
+// only page-cache pages. The bytes must not be used after unmap, nor kept:
+// copy what is needed. A file whose size the kernel does not report (procfs,
+// sysfs) is read with ReadFileLimit instead. A file truncated while mapped
+// faults on access: callers parse under debug.SetPanicOnFault.
+func (r *Root) MapFile(p string, limit int64) (b []byte, unmap func(), err error) {
+	r.record(p, recFile)
+	real, err := r.realPath(p, true)
+	if err != nil {
+		return nil, nil, &fs.PathError{Op: "read", Path: p, Err: unwrapPathErr(err)}
+	}
+	fd, err := unix.Open(real, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, nil, &fs.PathError{Op: "read", Path: p, Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, nil, &fs.PathError{Op: "read", Path: p, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, nil, &fs.PathError{Op: "read", Path: p, Err: ErrNotRegular}
+	}
+	if st.Size > limit {
+		return nil, nil, &fs.PathError{Op: "read", Path: p, Err: fmt.Errorf("%w (%d bytes)", ErrTooLarge, limit)}
+	}
+	if st.Size == 0 {
+		b, err := r.ReadFileLimit(p, limit)
+		return b, func() {}, err
+	}
+	m, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, nil, &fs.PathError{Op: "mmap", Path: p, Err: err}
+	}
+	return m, func() { unix.Munmap(m) }, nil
+}

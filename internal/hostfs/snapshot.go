@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 type recKind uint8
@@ -396,7 +398,7 @@ func UnpackSnapshot(r io.Reader, dir string) error {
 // OpenSnapshot unpacks a snapshot into a new temporary directory and opens
 // it as a Root. Call cleanup to remove the directory.
 func OpenSnapshot(r io.Reader) (root *Root, cleanup func(), err error) {
-	dir, err := os.MkdirTemp("", "accel-doctor-snapshot-")
+	dir, err := os.MkdirTemp(unpackDir(), "accel-doctor-snapshot-")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -494,4 +496,19 @@ func WriteTreeArchive(dir string, w io.Writer) error {
 		return err
 	}
 	return gz.Close()
+}
+
+// unpackDir is where snapshots are unpacked: $TMPDIR when set, else
+// /dev/shm when it is a writable tmpfs (unpacking two thousand small files
+// on a disk-backed /tmp and removing them costs the demo 0.4 s of the 0.45 s
+// it takes), else the system default.
+func unpackDir() string {
+	if os.Getenv("TMPDIR") != "" {
+		return ""
+	}
+	var st unix.Statfs_t
+	if unix.Statfs("/dev/shm", &st) == nil && st.Type == unix.TMPFS_MAGIC && unix.Access("/dev/shm", unix.W_OK) == nil {
+		return "/dev/shm"
+	}
+	return ""
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"runtime/debug"
 
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 )
@@ -394,18 +395,32 @@ func (ids *IDs) ProgIfName(class uint32) (string, bool) {
 // with the error.
 func LoadIDs(root *hostfs.Root, f Filter) (*IDs, string, error) {
 	for _, p := range IDsPaths {
-		b, err := root.ReadFileLimit(p, idsReadLimit)
+		b, unmap, err := root.MapFile(p, idsReadLimit)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
 			return nil, p, err
 		}
-		ids, err := parseIDs(b, f)
+		ids, err := parseMapped(b, f)
+		unmap()
 		if err != nil {
 			err = fmt.Errorf("%s: %w", p, err)
 		}
 		return ids, p, err
 	}
 	return nil, "", nil
+}
+
+// parseMapped parses a mapped pci.ids. The names are copied out, so
+// nothing refers to the mapping afterwards; a file truncated under us
+// faults, which SetPanicOnFault turns into an error here.
+func parseMapped(b []byte, f Filter) (ids *IDs, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			ids, err = nil, fmt.Errorf("reading the mapped file failed: %v", p)
+		}
+	}()
+	return parseIDs(b, f)
 }
