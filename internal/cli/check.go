@@ -1,6 +1,11 @@
 package cli
 
 import (
+	"slices"
+
+	"fmt"
+
+	"github.com/accel-doctor/accel-doctor/internal/report"
 	"github.com/spf13/cobra"
 
 	"github.com/accel-doctor/accel-doctor/internal/diagnose"
@@ -40,6 +45,9 @@ internal error. '--snapshot demo' replays a built-in 8-GPU host with faults.`,
 			rep := diagnose.Run(env, diagnose.Registry(), diagnose.Meta{Tool: "accel-doctor " + Version, Command: "check", Source: source, Root: snapshotName(snapshot)})
 			if err := g.render(rep, problems); err != nil {
 				return err
+			}
+			if len(rep.Devices) == 0 && snapshot == "" && g.output == "text" && slices.Contains(rep.Layers, report.LayerPCI) {
+				fmt.Fprintln(g.stderr, "No accelerator here. To see a diagnosis of a GPU host: accel-doctor check --snapshot demo")
 			}
 			if c := rep.ExitCode(); c != 0 {
 				return &exitError{code: c, err: errFailFound}
