@@ -24,22 +24,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/accel-doctor/accel-doctor/internal/probe"
+	"github.com/accel-doctor/accel-doctor/internal/testutil"
 )
 
 // sandboxTestLock serialises the real-kernel sandbox tests across test
-// processes (several go test runs of this package may share the machine),
-// so the leak test's census sees only its own sandboxes.
-func sandboxTestLock(t testing.TB) {
-	t.Helper()
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), "accel-doctor-sandbox-test.lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-}
+// processes and packages, so the leak test's census sees only its own
+// sandboxes.
+func sandboxTestLock(t testing.TB) { testutil.LockSandboxTests(t) }
 
 // sandboxTestMounts skips unless root with the hierarchy v needs.
 func sandboxTestMounts(t testing.TB, v SandboxVersion) *Mounts {

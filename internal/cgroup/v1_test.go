@@ -12,6 +12,7 @@ import (
 	"github.com/opencontainers/cgroups/devices/config"
 
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+	"github.com/accel-doctor/accel-doctor/internal/testutil"
 )
 
 func TestParseDevicesList(t *testing.T) {
@@ -90,15 +91,7 @@ func TestV1Evaluate(t *testing.T) {
 func writeTree(t *testing.T, files map[string]string) *hostfs.Root {
 	t.Helper()
 	dir := t.TempDir()
-	for p, c := range files {
-		full := filepath.Join(dir, filepath.FromSlash(p))
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testutil.WriteTree(t, dir, files, nil, "")
 	return hostfs.MustNew(dir)
 }
 

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/accel-doctor/accel-doctor/internal/cgroup"
+	"github.com/accel-doctor/accel-doctor/internal/testutil"
 )
 
 // TestMain lets RunSandbox re-run this test binary as its helpers, as
@@ -22,6 +23,7 @@ func TestMain(m *testing.M) {
 
 func needSandbox(t *testing.T) {
 	t.Helper()
+	testutil.LockSandboxTests(t)
 	if os.Geteuid() != 0 {
 		t.Skip("the sandbox needs root")
 	}

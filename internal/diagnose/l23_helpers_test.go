@@ -1,14 +1,13 @@
 package diagnose
 
 import (
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 	"github.com/accel-doctor/accel-doctor/internal/report"
+	"github.com/accel-doctor/accel-doctor/internal/testutil"
 )
 
 // l23Tree is a host tree for the driver and devnode tests: files and
@@ -41,34 +40,17 @@ func (tr *l23Tree) pciDev(bdf, vendor, device, class, drv string) string {
 
 func (tr *l23Tree) build(t *testing.T) *hostfs.Root {
 	t.Helper()
-	dir := t.TempDir()
-	mk := func(p string) string {
-		full := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		return full
-	}
-	for p, c := range tr.files {
-		if err := os.WriteFile(mk(p), []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for p, target := range tr.links {
-		if err := os.Symlink(target, mk(p)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	manifest := ""
 	if len(tr.manifest) > 0 {
 		var lines []string
 		for p, f := range tr.manifest {
 			lines = append(lines, p+" "+f)
 		}
 		sort.Strings(lines)
-		if err := os.WriteFile(mk(hostfs.ManifestPath), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		manifest = strings.Join(lines, "\n") + "\n"
 	}
+	dir := t.TempDir()
+	testutil.WriteTree(t, dir, tr.files, tr.links, manifest)
 	return hostfs.MustNew(dir)
 }
 

@@ -1,8 +1,6 @@
 package diagnose
 
 import (
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -11,29 +9,18 @@ import (
 
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 	"github.com/accel-doctor/accel-doctor/internal/report"
+	"github.com/accel-doctor/accel-doctor/internal/testutil"
 )
 
 // pciTree writes a small host: files (host path -> content) and symlinks.
 func pciTree(t *testing.T, files, links map[string]string) *hostfs.Root {
 	t.Helper()
-	dir := t.TempDir()
-	mk := func(p string) string {
-		full := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		return full
-	}
+	lines := make(map[string]string, len(files))
 	for p, c := range files {
-		if err := os.WriteFile(mk(p), []byte(c+"\n"), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		lines[p] = c + "\n"
 	}
-	for p, target := range links {
-		if err := os.Symlink(target, mk(p)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := t.TempDir()
+	testutil.WriteTree(t, dir, lines, links, "")
 	return hostfs.MustNew(dir)
 }
 

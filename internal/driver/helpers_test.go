@@ -2,9 +2,9 @@ package driver
 
 import (
 	"encoding/binary"
-	"os"
-	"path/filepath"
 	"testing"
+
+	"github.com/accel-doctor/accel-doctor/internal/testutil"
 )
 
 // tree builds a host tree in a temp dir: files maps host paths to content,
@@ -12,24 +12,7 @@ import (
 func tree(t *testing.T, files map[string]string, links map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
-	for p, c := range files {
-		full := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for p, target := range links {
-		full := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Symlink(target, full); err != nil {
-			t.Fatal(err)
-		}
-	}
+	testutil.WriteTree(t, dir, files, links, "")
 	return dir
 }
 

@@ -15,26 +15,30 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
+
+	"github.com/accel-doctor/accel-doctor/internal/testutil"
 )
 
 // tree writes files ("path": "content") and symlinks ("path": "->target")
 // under dir.
 func tree(t *testing.T, dir string, entries map[string]string) {
 	t.Helper()
+	files, links := map[string]string{}, map[string]string{}
 	for p, c := range entries {
-		full := filepath.Join(dir, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
+		if target, ok := strings.CutPrefix(c, "->"); ok {
+			links[p] = target
+		} else {
+			files[p] = c
 		}
-		if strings.HasPrefix(c, "->") {
-			if err := os.Symlink(strings.TrimPrefix(c, "->"), full); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	}
+	testutil.WriteTree(t, dir, files, links, "")
+}
+
+// TestManifestRelMatchesManifestPath: testutil spells the manifest path
+// out because it imports no package of this module.
+func TestManifestRelMatchesManifestPath(t *testing.T) {
+	if want := "/" + testutil.ManifestRel; ManifestPath != want {
+		t.Errorf("ManifestPath = %q; testutil.ManifestRel gives %q", ManifestPath, want)
 	}
 }
 

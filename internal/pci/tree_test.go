@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/accel-doctor/accel-doctor/internal/testutil"
 )
 
 // tree builds a fake host root in a temp dir.
@@ -18,24 +20,12 @@ func newTree(t *testing.T) *tree { return &tree{t: t, dir: t.TempDir()} }
 
 func (tr *tree) file(p, content string) {
 	tr.t.Helper()
-	full := filepath.Join(tr.dir, p)
-	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-		tr.t.Fatal(err)
-	}
-	if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-		tr.t.Fatal(err)
-	}
+	testutil.WriteTree(tr.t, tr.dir, map[string]string{p: content}, nil, "")
 }
 
 func (tr *tree) link(p, target string) {
 	tr.t.Helper()
-	full := filepath.Join(tr.dir, p)
-	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-		tr.t.Fatal(err)
-	}
-	if err := os.Symlink(target, full); err != nil {
-		tr.t.Fatal(err)
-	}
+	testutil.WriteTree(tr.t, tr.dir, nil, map[string]string{p: target}, "")
 }
 
 // dev creates a function at /sys/devices/<devPath> (e.g.

@@ -1,6 +1,8 @@
 // Package testutil holds helpers shared by tests: locating the corpus of
-// real captures beside the repository and unpacking its archives. It is
-// imported only from _test.go files.
+// real captures beside the repository, unpacking its archives and writing
+// small host trees. It is imported only from _test.go files, and imports
+// no package of this module, so that any package's internal tests may use
+// it without an import cycle.
 package testutil
 
 import (
@@ -14,8 +16,45 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 )
+
+// ManifestRel is hostfs.ManifestPath relative to a tree's root. It is
+// spelled out here because testutil imports no package of this module;
+// a hostfs test checks that the two agree.
+const ManifestRel = ".accel-doctor/devices.manifest"
+
+// WriteTree writes files (path -> content) and symlinks (path -> target)
+// under dir, creating parent directories, and, when manifest is not
+// empty, the device manifest at ManifestRel. Paths may be host-absolute
+// ("/sys/...") or relative; both land under dir. Files are written before
+// links, and the manifest last. It fails the test on any error.
+func WriteTree(t testing.TB, dir string, files, links map[string]string, manifest string) {
+	t.Helper()
+	mk := func(p string) string {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return full
+	}
+	for p, c := range files {
+		if err := os.WriteFile(mk(p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p, target := range links {
+		if err := os.Symlink(target, mk(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if manifest != "" {
+		if err := os.WriteFile(mk(ManifestRel), []byte(manifest), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
 
 // CorpusDir is /work/shared/corpus seen from the repository: ../shared/corpus.
 func CorpusDir(t testing.TB) string {
@@ -102,4 +141,21 @@ func Unpack(t testing.TB, archive string) string {
 		return ""
 	}
 	return root
+}
+
+// LockSandboxTests serialises tests that create sandbox cgroups, across
+// packages and test processes (go test runs packages in parallel), so that
+// a test counting leftover sandboxes sees only its own. The lock is held
+// until the test ends.
+func LockSandboxTests(t testing.TB) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "accel-doctor-sandbox-test.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
 }
