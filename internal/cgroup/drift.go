@@ -15,6 +15,33 @@ import (
 // matches every device, a nil major or minor matches any, an empty access
 // means "rwm". by names the deciding rule, or "default deny".
 func SpecDecision(rules []specs.LinuxDeviceCgroup, dev DeviceRef, acc Access) (allowed bool, by string, err error) {
+	return specDecision(rules, len(rules), dev, acc)
+}
+
+// RuncDefaultDevices are the rules runc appends to every container's
+// linux.resources.devices, after the spec's own (libcontainer/specconv
+// AllowedDevices, runc 1.x): mknod of any char or block device, the
+// standard nodes (null, zero, full, random, urandom, tty, console, ptmx),
+// /dev/pts and /dev/net/tun. They come last, so they win over the spec.
+// A real runc container showed them: without them a fresh container
+// "drifts" on every mknod and on /dev/null.
+var RuncDefaultDevices = func() []specs.LinuxDeviceCgroup {
+	n := func(v int64) *int64 { return &v }
+	r := func(t string, maj, min *int64, acc string) specs.LinuxDeviceCgroup {
+		return specs.LinuxDeviceCgroup{Allow: true, Type: t, Major: maj, Minor: min, Access: acc}
+	}
+	return []specs.LinuxDeviceCgroup{
+		r("c", nil, nil, "m"), r("b", nil, nil, "m"),
+		r("c", n(1), n(3), "rwm"), r("c", n(1), n(8), "rwm"), r("c", n(1), n(7), "rwm"),
+		r("c", n(5), n(0), "rwm"), r("c", n(1), n(5), "rwm"), r("c", n(1), n(9), "rwm"),
+		r("c", n(5), n(1), "rwm"), r("c", n(136), nil, "rwm"), r("c", n(5), n(2), "rwm"),
+		r("c", n(10), n(200), "rwm"),
+	}
+}()
+
+// specDecision decides over rules whose first nSpec come from the spec and
+// the rest from the runtime's defaults, naming the deciding one.
+func specDecision(rules []specs.LinuxDeviceCgroup, nSpec int, dev DeviceRef, acc Access) (allowed bool, by string, err error) {
 	if len(acc.Bits()) != 1 {
 		return false, "", fmt.Errorf("spec decision needs one access, have %q", acc)
 	}
@@ -26,6 +53,9 @@ func SpecDecision(rules []specs.LinuxDeviceCgroup, dev DeviceRef, acc Access) (a
 		}
 		if ok {
 			allowed, by = r.Allow, fmt.Sprintf("linux.resources.devices[%d]: %s", i, specRuleString(r))
+			if i >= nSpec {
+				by = "runc's default device rule: " + specRuleString(r)
+			}
 		}
 	}
 	return allowed, by, nil
@@ -97,14 +127,16 @@ type DriftReport struct {
 	Undecided []DriftItem
 }
 
-// Drift compares the spec's device rules with the kernel's effective policy
-// for every r, w and m access to each device. Drift shows the runc
+// Drift compares the spec's device rules, as runc applies them (the spec's
+// rules, then RuncDefaultDevices), with the kernel's effective policy for
+// every r, w and m access to each device. Drift shows the runc
 // rule-loading race and rules lost on a systemd daemon-reload.
 func (p *Policy) Drift(rules []specs.LinuxDeviceCgroup, devs []DeviceRef) (DriftReport, error) {
 	var rep DriftReport
+	all := append(append([]specs.LinuxDeviceCgroup{}, rules...), RuncDefaultDevices...)
 	for _, dev := range devs {
 		for _, acc := range AccessAll.Bits() {
-			allowed, by, err := SpecDecision(rules, dev, acc)
+			allowed, by, err := specDecision(all, len(rules), dev, acc)
 			if err != nil {
 				return DriftReport{}, err
 			}

@@ -83,8 +83,10 @@ an earlier layer already failed for it, so there is nothing meaningful for the
 cgroup policy to decide about it.`,
 		Remediation: "Fix the earlier layer's finding first."},
 	{Code: CodeCgroupDrift, Layer: report.LayerCgroup, Title: "the kernel's device policy differs from the OCI spec",
-		Explain: `The container's OCI spec (linux.resources.devices, applied in order from a
-default deny, last match winning, as runc does) asks for one decision and the
+		Explain: `The container's OCI spec (linux.resources.devices applied in order from a
+default deny, last match winning, then the default device rules runc appends
+to every container: mknod of anything, /dev/null, zero, full, random,
+urandom, tty, console, ptmx, pts and net/tun) asks for one decision and the
 kernel's effective policy gives another. Known causes: the runc rule-loading
 race (the cgroup is briefly default-deny while rules are written), a systemd
 daemon-reload that re-applies the unit's DeviceAllow= and drops rules added
@@ -417,7 +419,7 @@ func checkCgroupDrift(e *Env, out *Out) {
 	}
 	if len(dr.Differ) == 0 && len(dr.Undecided) == 0 {
 		out.Add(CodeCgroupNoDrift, report.Pass, "host",
-			fmt.Sprintf("kernel policy matches the spec's %d device rules on %d devices", len(s.Linux.Resources.Devices), len(devs)),
+			fmt.Sprintf("kernel policy matches the spec's %d device rules (and runc's %d defaults) on %d devices", len(s.Linux.Resources.Devices), len(cgroup.RuncDefaultDevices), len(devs)),
 			Ev(e.Opts.Spec, "linux.resources.devices"))
 	}
 }
