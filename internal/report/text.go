@@ -202,6 +202,9 @@ func WriteText(w io.Writer, r *Report, o TextOptions) error {
 	}
 	ew.printf("\n%s\n", paint(ansiBold+r.Verdict.Status.colour(), fmt.Sprintf("Verdict: %s: %s", r.Verdict.Status, r.Verdict.Summary)))
 	ew.printf("%s\n", countsLine(r.Verdict.Counts))
+	if !o.Problems && r.Verdict.Counts[Pass] > 0 && r.Verdict.Counts[Pass] < len(r.Findings) {
+		ew.printf("(--problems leaves out the checks that passed; accel-doctor explain CODE says more)\n")
+	}
 	return ew.err
 }
 
