@@ -65,15 +65,24 @@ type V2Policy struct {
 // the live root (else ErrCapturedHost) and CAP_SYS_ADMIN or CAP_BPF (else
 // an error that wraps unix.EPERM). A program that cannot be read is kept
 // with its Err.
+//
+// "Live" is decided by the directory itself, not by the root being "/": a
+// host mounted at /host in a pod has its real cgroup2 under
+// /host/sys/fs/cgroup, and the kernel answers for it; a directory that is
+// not on a cgroup2 filesystem (a snapshot, a fixture) cannot answer.
 func ReadV2(root *hostfs.Root, dir string) (*V2Policy, error) {
-	if !root.IsLive() {
-		return nil, fmt.Errorf("%s: %w", dir, ErrCapturedHost)
-	}
 	fd, err := root.OpenDirFD(dir)
 	if err != nil {
+		if !root.IsLive() {
+			return nil, fmt.Errorf("%s: %w", dir, ErrCapturedHost)
+		}
 		return nil, err
 	}
 	defer unix.Close(fd)
+	var sfs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &sfs); err != nil || sfs.Type != unix.CGROUP2_SUPER_MAGIC {
+		return nil, fmt.Errorf("%s is not on a cgroup2 filesystem: %w", dir, ErrCapturedHost)
+	}
 	ids, err := queryDevicePrograms(fd)
 	if err != nil {
 		return nil, fmt.Errorf("query device programs of %s: %w", dir, err)
