@@ -190,12 +190,11 @@ func (e *Env) visibleToTarget(path string, st devnode.NodeState) (visible, known
 		return st.Exists, e.Opts.Cgroup == "", path
 	}
 	dir := fmt.Sprintf("/proc/%d/root/dev", e.Opts.PID)
-	if _, err := e.Root.ReadDir(dir); err != nil {
+	if n, err := e.Root.StatInProcess(e.Opts.PID, "/dev"); err != nil || n.Type != hostfs.TypeDir {
 		return false, false, dir
 	}
-	p := fmt.Sprintf("/proc/%d/root%s", e.Opts.PID, path)
-	_, err := e.Root.Stat(p)
-	return err == nil, true, p
+	_, err := e.Root.StatInProcess(e.Opts.PID, path)
+	return err == nil, true, fmt.Sprintf("/proc/%d/root%s", e.Opts.PID, path)
 }
 
 func describeDecision(d cgroup.Decision) string {

@@ -572,3 +572,26 @@ func (r *Root) MapFile(p string, limit int64) (b []byte, unmap func(), err error
 	}
 	return m, func() { unix.Munmap(m) }, nil
 }
+
+// StatInProcess describes p as process pid sees it, through
+// /proc/PID/root. When the root's /proc is a live procfs (the live host,
+// or a host mounted at /host in a pod), the kernel follows the magic link
+// into the process's mount namespace, which resolving inside the root
+// cannot do; in a capture, /proc/PID/root is whatever the capture holds.
+func (r *Root) StatInProcess(pid int, p string) (Node, error) {
+	hp := fmt.Sprintf("/proc/%d/root%s", pid, path.Clean("/"+p))
+	if r.dir == "/" {
+		return r.Stat(hp)
+	}
+	var sfs unix.Statfs_t
+	procDir, err := r.resolveDir("/proc")
+	if err == nil && unix.Statfs(procDir, &sfs) == nil && sfs.Type == unix.PROC_SUPER_MAGIC {
+		var st unix.Stat_t
+		real := filepath.Join(procDir, fmt.Sprint(pid), "root", path.Clean("/"+p))
+		if err := unix.Stat(real, &st); err != nil {
+			return Node{}, &fs.PathError{Op: "stat", Path: hp, Err: err}
+		}
+		return nodeFromStat(hp, &st), nil
+	}
+	return r.Stat(hp)
+}
