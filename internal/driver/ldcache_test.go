@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/accel-doctor/accel-doctor/internal/testutil"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -77,15 +78,7 @@ func TestParseLDCache(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := ParseLDCache(tt.in)
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
-			}
-			if tt.wantErr {
-				return
-			}
-			if d := cmp.Diff(tt.want, got); d != "" {
-				t.Errorf("(-want +got):\n%s", d)
-			}
+			testutil.CheckParse(t, got, err, tt.want, tt.wantErr)
 		})
 	}
 }

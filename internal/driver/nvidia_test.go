@@ -5,9 +5,8 @@ import (
 	"io/fs"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+	"github.com/accel-doctor/accel-doctor/internal/testutil"
 )
 
 func TestParseNVIDIAVersion(t *testing.T) {
@@ -64,15 +63,7 @@ func TestParseNVIDIAVersion(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := ParseNVIDIAVersion([]byte(tt.in))
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
-			}
-			if tt.wantErr {
-				return
-			}
-			if d := cmp.Diff(tt.want, got); d != "" {
-				t.Errorf("(-want +got):\n%s", d)
-			}
+			testutil.CheckParse(t, got, err, tt.want, tt.wantErr)
 		})
 	}
 }
@@ -146,15 +137,7 @@ func TestParseGPUInformation(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := ParseGPUInformation([]byte(tt.in))
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("err = %v, wantErr %v", err, tt.wantErr)
-			}
-			if tt.wantErr {
-				return
-			}
-			if d := cmp.Diff(tt.want, got); d != "" {
-				t.Errorf("(-want +got):\n%s", d)
-			}
+			testutil.CheckParse(t, got, err, tt.want, tt.wantErr)
 		})
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // ManifestRel is hostfs.ManifestPath relative to a tree's root. It is
@@ -158,4 +160,19 @@ func LockSandboxTests(t testing.TB) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
+}
+
+// CheckParse judges one case of a parser's table test: an error exactly
+// when one is wanted, and otherwise the wanted value (cmp.Diff).
+func CheckParse[T any](t testing.TB, got T, err error, want T, wantErr bool) {
+	t.Helper()
+	if (err != nil) != wantErr {
+		t.Fatalf("err = %v, wantErr %v", err, wantErr)
+	}
+	if wantErr {
+		return
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
 }
