@@ -324,46 +324,38 @@ func (ids *IDs) VendorName(vendor uint16) (string, bool) {
 
 // DeviceName returns the device's name.
 func (ids *IDs) DeviceName(vendor, device uint16) (string, bool) {
-	if ids == nil {
-		return "", false
+	if d := ids.device(vendor, device); d != nil {
+		return d.name, true
 	}
-	v, ok := ids.vendors[vendor]
-	if !ok {
-		return "", false
-	}
-	d, ok := v.devices[device]
-	if !ok {
-		return "", false
-	}
-	return d.name, true
+	return "", false
 }
 
 // SubsystemName returns the name of a subsystem of a device, as listed
 // under that device.
 func (ids *IDs) SubsystemName(vendor, device, subVendor, subDevice uint16) (string, bool) {
-	if ids == nil {
-		return "", false
-	}
-	v, ok := ids.vendors[vendor]
-	if !ok {
-		return "", false
-	}
-	d, ok := v.devices[device]
-	if !ok {
+	d := ids.device(vendor, device)
+	if d == nil {
 		return "", false
 	}
 	n, ok := d.subs[uint32(subVendor)<<16|uint32(subDevice)]
 	return n, ok
 }
 
+func (ids *IDs) device(vendor, device uint16) *idDevice {
+	if ids == nil {
+		return nil
+	}
+	if v, ok := ids.vendors[vendor]; ok {
+		return v.devices[device]
+	}
+	return nil
+}
+
 // ClassName returns the name lspci prints for a class code (0xCCSSPP):
 // the subclass name, or the base class name when the subclass is unknown.
 func (ids *IDs) ClassName(class uint32) (string, bool) {
-	if ids == nil {
-		return "", false
-	}
-	c, ok := ids.classes[uint8(class>>16)]
-	if !ok {
+	c := ids.class(class)
+	if c == nil {
 		return "", false
 	}
 	if s, ok := c.subs[uint8(class>>8)]; ok {
@@ -374,11 +366,8 @@ func (ids *IDs) ClassName(class uint32) (string, bool) {
 
 // ProgIfName returns the name of the programming interface of a class code.
 func (ids *IDs) ProgIfName(class uint32) (string, bool) {
-	if ids == nil {
-		return "", false
-	}
-	c, ok := ids.classes[uint8(class>>16)]
-	if !ok {
+	c := ids.class(class)
+	if c == nil {
 		return "", false
 	}
 	s, ok := c.subs[uint8(class>>8)]
@@ -387,6 +376,13 @@ func (ids *IDs) ProgIfName(class uint32) (string, bool) {
 	}
 	n, ok := s.progifs[uint8(class)]
 	return n, ok
+}
+
+func (ids *IDs) class(class uint32) *idClass {
+	if ids == nil {
+		return nil
+	}
+	return ids.classes[uint8(class>>16)]
 }
 
 // LoadIDs reads the first pci.ids of IDsPaths present under root, keeping
