@@ -247,8 +247,14 @@ func checkCgroupAccess(e *Env, out *Out) {
 		out.NotRun(CodeCgroupUnreadable, "host", "device access not evaluated", "cgroup policy not located: "+err.Error())
 		return
 	}
-	nodes := e.ExpectedNodes()
-	for _, n := range nodes {
+	type item struct {
+		n   devnode.ExpectedNode
+		st  devnode.NodeState
+		dev cgroup.DeviceRef
+		res cgroup.Result
+	}
+	var items []item
+	for _, n := range e.ExpectedNodes() {
 		if f, failed := e.FailedBelow(n.Path, report.LayerCgroup); failed {
 			out.NotRun(CodeCgroupNodeUnchecked, n.Path, "not evaluated", "an earlier layer failed: "+f.Code+": "+f.Summary)
 			continue
@@ -259,8 +265,34 @@ func checkCgroupAccess(e *Env, out *Out) {
 			out.NotRun(CodeCgroupNodeUnchecked, n.Path, "not evaluated", "its device number is unknown")
 			continue
 		}
-		res := p.Evaluate(dev, cgroup.AccessRead|cgroup.AccessWrite|cgroup.AccessMknod)
-		judgeAccess(e, out, n, st, dev, res)
+		items = append(items, item{n, st, dev, p.Evaluate(dev, cgroup.AccessRead|cgroup.AccessWrite|cgroup.AccessMknod)})
+	}
+	// One cause, one finding: when no node can be decided, and for the same
+	// reason (a default-allow v1 cgroup, programs unreadable without root),
+	// say it once rather than once per node.
+	if len(items) > 1 {
+		reason := ""
+		same := true
+		for _, it := range items {
+			rw := e.cgroupRW(it.dev).Combined
+			if rw.Known || (reason != "" && rw.Reason != reason) {
+				same = false
+				break
+			}
+			reason = rw.Reason
+		}
+		if same {
+			var names []string
+			for _, it := range items {
+				names = append(names, it.n.Path)
+			}
+			out.NotRun(CodeCgroupUnreadable, "host", fmt.Sprintf("access of %s to the %d accelerator nodes undecided", targetName(e), len(items)), reason,
+				Ev("", strings.Join(names, " ")))
+			return
+		}
+	}
+	for _, it := range items {
+		judgeAccess(e, out, it.n, it.st, it.dev, it.res)
 	}
 }
 

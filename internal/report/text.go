@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -141,10 +142,35 @@ func WriteText(w io.Writer, r *Report, o TextOptions) error {
 		return code + s + ansiReset
 	}
 	ew.printf("%s\n", paint(ansiBold, fmt.Sprintf("accel-doctor %s: %s", r.Command, r.Source)))
-	if len(r.Devices) == 0 {
-		ew.printf("accelerators: none found\n")
-	} else {
+	switch {
+	case len(r.Devices) > 0:
 		ew.printf("accelerators: %s\n", summarizeDevices(r.Devices))
+	case len(r.Layers) == 0 || slices.Contains(r.Layers, LayerPCI):
+		ew.printf("accelerators: none found\n")
+	}
+	// The conclusion first: at 2 a.m. the verdict and the problems matter
+	// before the full listing.
+	var problems []Finding
+	for _, f := range r.Findings {
+		if f.Status == Fail || f.Status == Warn {
+			problems = append(problems, f)
+		}
+	}
+	sort.SliceStable(problems, func(i, j int) bool {
+		if problems[i].Status != problems[j].Status {
+			return problems[i].Status == Fail
+		}
+		return problems[i].Layer < problems[j].Layer
+	})
+	if len(problems) > 0 {
+		ew.printf("%s\n", paint(ansiBold+r.Verdict.Status.colour(), fmt.Sprintf("Verdict: %s: %s", r.Verdict.Status, r.Verdict.Summary)))
+		for _, f := range problems {
+			line := f.Summary
+			if f.Subject != "host" && !strings.Contains(line, f.Subject) {
+				line = f.Subject + ": " + line
+			}
+			ew.printf("  %s %-28s layer %d  %s\n", paint(f.Status.colour(), fmt.Sprintf("%-4s", f.Status)), f.Code, int(f.Layer), line)
+		}
 	}
 	ids := map[string]bool{"host": true}
 	for _, d := range r.Devices {
