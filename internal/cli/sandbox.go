@@ -2,7 +2,9 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"syscall"
@@ -98,7 +100,12 @@ With CMD, the exit status is CMD's (128+N when signal N killed it).
 				}
 			}
 			res, err := cgroup.RunSandbox(cmd.Context(), spec)
-			if res != nil {
+			if err != nil && errors.Is(err, fs.ErrPermission) {
+				err = fmt.Errorf("%w (the sandbox creates cgroups and, on v2, loads a BPF program: run it as root)", err)
+			}
+			// Report what was applied and observed; an error before the
+			// cgroup held anything has nothing to show.
+			if res != nil && (err == nil || res.Ran || len(res.Probes) > 0) {
 				if rerr := renderSandbox(g, res); rerr != nil && err == nil {
 					err = rerr
 				}
