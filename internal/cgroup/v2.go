@@ -70,19 +70,32 @@ type V2Policy struct {
 // host mounted at /host in a pod has its real cgroup2 under
 // /host/sys/fs/cgroup, and the kernel answers for it; a directory that is
 // not on a cgroup2 filesystem (a snapshot, a fixture) cannot answer.
+//
+// A snapshot taken by `accel-doctor snapshot` holds the programs it read
+// (hostfs Capture); a replay evaluates those, labelled as captured.
 func ReadV2(root *hostfs.Root, dir string) (*V2Policy, error) {
 	fd, err := root.OpenDirFD(dir)
 	if err != nil {
 		if !root.IsLive() {
-			return nil, fmt.Errorf("%s: %w", dir, ErrCapturedHost)
+			return readCapturedV2(root, dir)
 		}
 		return nil, err
 	}
 	defer unix.Close(fd)
 	var sfs unix.Statfs_t
 	if err := unix.Fstatfs(fd, &sfs); err != nil || sfs.Type != unix.CGROUP2_SUPER_MAGIC {
-		return nil, fmt.Errorf("%s is not on a cgroup2 filesystem: %w", dir, ErrCapturedHost)
+		return readCapturedV2(root, dir)
 	}
+	p, err := readV2Live(fd, dir)
+	if err == nil {
+		if b, merr := marshalV2(p); merr == nil {
+			root.Capture(capturedV2Name(dir), b)
+		}
+	}
+	return p, err
+}
+
+func readV2Live(fd int, dir string) (*V2Policy, error) {
 	ids, err := queryDevicePrograms(fd)
 	if err != nil {
 		return nil, fmt.Errorf("query device programs of %s: %w", dir, err)

@@ -198,3 +198,22 @@ func TestCgroupEvalOnFixture(t *testing.T) {
 		t.Errorf("wildcard rule:\n%s", out)
 	}
 }
+
+// TestSnapshotOfAContainer: a snapshot taken with --pid and --spec replays
+// the container's cgroup findings.
+func TestSnapshotOfAContainer(t *testing.T) {
+	host := hosts + "demo-h100x8-faults"
+	spec := "/run/containerd/io.containerd.runtime.v2.task/k8s.io/5e1c0ffee0ddba11/config.json"
+	snap := filepath.Join(t.TempDir(), "snap.tar.gz")
+	if _, stderr, code := run(t, "snapshot", "--root", host, "--pid", "4242", "--spec", spec, "-o", snap); code != 0 {
+		t.Fatalf("snapshot: exit %d: %s", code, stderr)
+	}
+	direct, _, c1 := run(t, "check", "--root", host, "--pid", "4242", "--spec", spec, "--layer", "cgroup", "-o", "json")
+	replay, _, c2 := run(t, "check", "--snapshot", snap, "--pid", "4242", "--spec", spec, "--layer", "cgroup", "-o", "json")
+	if c1 != 1 || c2 != 1 {
+		t.Errorf("exit %d direct, %d replayed; want 1 (the demo container lost its rule)", c1, c2)
+	}
+	if a, b := findingsOf(t, direct), findingsOf(t, replay); a != b {
+		t.Errorf("replay differs:\n%s\n---\n%s", a, b)
+	}
+}

@@ -193,6 +193,26 @@ func TestRuncContainerPolicy(t *testing.T) {
 	if rep.ExitCode() != 1 {
 		t.Errorf("exit %d with drift", rep.ExitCode())
 	}
+
+	// A snapshot of the node taken with --pid and --spec replays the same
+	// cgroup findings, on any machine.
+	snap := filepath.Join(t.TempDir(), "node.tar.gz")
+	if _, stderr, code := run(t, "snapshot", "--pid", strconv.Itoa(pid), "--spec", spec, "-o", snap); code != 0 {
+		t.Fatalf("snapshot: exit %d: %s", code, stderr)
+	}
+	replay := checkJSON(t, "check", "--snapshot", snap, "--layer", "cgroup", "--pid", strconv.Itoa(pid), "--spec", spec)
+	if a, b := outcomes(rep), outcomes(replay); a != b {
+		t.Errorf("replay differs from the live node:\n%s\n---\n%s", a, b)
+	}
+}
+
+// outcomes lists code, status and subject of every finding.
+func outcomes(rep *report.Report) string {
+	var b strings.Builder
+	for _, f := range rep.Findings {
+		fmt.Fprintf(&b, "%s %s %s\n", f.Code, f.Status, f.Subject)
+	}
+	return b.String()
 }
 
 func checkJSON(t *testing.T, args ...string) *report.Report {

@@ -578,20 +578,31 @@ func (r *Root) MapFile(p string, limit int64) (b []byte, unmap func(), err error
 // or a host mounted at /host in a pod), the kernel follows the magic link
 // into the process's mount namespace, which resolving inside the root
 // cannot do; in a capture, /proc/PID/root is whatever the capture holds.
+// A snapshot records what the kernel showed under the /proc/PID/root path
+// itself (in its manifest), never the magic link, so a replay answers the
+// same.
 func (r *Root) StatInProcess(pid int, p string) (Node, error) {
 	hp := fmt.Sprintf("/proc/%d/root%s", pid, path.Clean("/"+p))
+	real := ""
 	if r.dir == "/" {
+		real = hp
+	} else {
+		var sfs unix.Statfs_t
+		procDir, err := r.resolveDir("/proc")
+		if err == nil && unix.Statfs(procDir, &sfs) == nil && sfs.Type == unix.PROC_SUPER_MAGIC {
+			real = filepath.Join(procDir, fmt.Sprint(pid), "root", path.Clean("/"+p))
+		}
+	}
+	if real == "" {
 		return r.Stat(hp)
 	}
-	var sfs unix.Statfs_t
-	procDir, err := r.resolveDir("/proc")
-	if err == nil && unix.Statfs(procDir, &sfs) == nil && sfs.Type == unix.PROC_SUPER_MAGIC {
-		var st unix.Stat_t
-		real := filepath.Join(procDir, fmt.Sprint(pid), "root", path.Clean("/"+p))
-		if err := unix.Stat(real, &st); err != nil {
-			return Node{}, &fs.PathError{Op: "stat", Path: hp, Err: err}
-		}
-		return nodeFromStat(hp, &st), nil
+	var st unix.Stat_t
+	if err := unix.Stat(real, &st); err != nil {
+		return Node{}, &fs.PathError{Op: "stat", Path: hp, Err: err}
 	}
-	return r.Stat(hp)
+	n := nodeFromStat(hp, &st)
+	if n.Type == TypeChar || n.Type == TypeBlock || n.Type == TypeDir {
+		r.recordNode(n)
+	}
+	return n, nil
 }

@@ -46,15 +46,16 @@ type SnapshotMeta struct {
 // Recorder notes every host path a Root is asked about, so that a snapshot
 // holds exactly what the readers used.
 type Recorder struct {
-	mu    sync.Mutex
-	paths map[string]recKind
-	nodes map[string]Node
+	mu        sync.Mutex
+	paths     map[string]recKind
+	nodes     map[string]Node
+	synthetic map[string][]byte // CapturedDir-relative name -> content
 }
 
 // Record makes r note every path it reads from now on and returns the
 // recorder. Snapshot captures use it; nothing else should.
 func (r *Root) Record() *Recorder {
-	rec := &Recorder{paths: map[string]recKind{}, nodes: map[string]Node{}}
+	rec := &Recorder{paths: map[string]recKind{}, nodes: map[string]Node{}, synthetic: map[string][]byte{}}
 	r.mu.Lock()
 	r.rec = rec
 	r.mu.Unlock()
@@ -242,6 +243,7 @@ func (r *Root) WriteSnapshot(rec *Recorder, w io.Writer, tool string) (SnapshotM
 	sort.Strings(paths)
 	kinds := rec.paths
 	nodes := rec.nodes
+	synthetic := rec.synthetic
 	rec.mu.Unlock()
 	// Listings first so that recorded files replace their placeholders.
 	for _, p := range paths {
@@ -268,6 +270,12 @@ func (r *Root) WriteSnapshot(rec *Recorder, w io.Writer, tool string) (SnapshotM
 		case TypeSymlink:
 			a.walk(p)
 		case TypeDir:
+			if strings.HasPrefix(p, "/proc/") && strings.Contains(p, "/root") {
+				// A directory seen through a process's root: the manifest
+				// keeps it, as the path it was seen at.
+				a.man.Add(n)
+				continue
+			}
 			a.addDir(p)
 		case TypeRegular:
 			// Stat'ed, not read (a 30 MiB libcuda.so): its existence is
@@ -278,6 +286,13 @@ func (r *Root) WriteSnapshot(rec *Recorder, w io.Writer, tool string) (SnapshotM
 				a.entries[final] = &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(final, "/"), Mode: 0o444}
 			}
 		}
+	}
+	// What readers captured from the kernel rather than from files.
+	for name, b := range synthetic {
+		p := path.Join(CapturedDir, name)
+		a.addDir(path.Dir(p))
+		a.entries[p] = &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(p, "/"), Mode: 0o444, Size: int64(len(b))}
+		a.data[p] = b
 	}
 	// Nodes from the source's own manifest that were looked at stay too.
 	meta := SnapshotMeta{Format: 1, Created: time.Now().UTC().Truncate(time.Second), Tool: tool, Source: r.dir, Nodes: a.man.Len()}
@@ -511,4 +526,27 @@ func unpackDir() string {
 		return "/dev/shm"
 	}
 	return ""
+}
+
+// CapturedDir holds, in a snapshot, what readers took from the running
+// kernel rather than from files (the BPF device programs of a cgroup2
+// directory), so that a replay can answer what the live host answered.
+const CapturedDir = "/.accel-doctor/captured"
+
+// Capture hands a snapshot being recorded something read from the kernel,
+// under a name (a relative path). Outside a recording it does nothing.
+func (r *Root) Capture(name string, data []byte) {
+	rec := r.recorder()
+	if rec == nil {
+		return
+	}
+	rec.mu.Lock()
+	rec.synthetic[path.Clean(name)] = append([]byte(nil), data...)
+	rec.mu.Unlock()
+}
+
+// Captured returns what a snapshot holds under name (see Capture).
+func (r *Root) Captured(name string) ([]byte, bool) {
+	b, err := r.ReadFile(path.Join(CapturedDir, path.Clean("/"+name)))
+	return b, err == nil
 }
