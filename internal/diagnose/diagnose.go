@@ -74,6 +74,18 @@ func (e *Env) AddDevice(d report.Device) {
 	e.devices = append(e.devices, d)
 }
 
+// AddDeviceNode records that a device needs a node of its own (not a
+// shared one), so that the report groups the node's findings under it.
+func (e *Env) AddDeviceNode(id, node string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := range e.devices {
+		if e.devices[i].ID == id && !slices.Contains(e.devices[i].Nodes, node) {
+			e.devices[i].Nodes = append(e.devices[i].Nodes, node)
+		}
+	}
+}
+
 // WantDevice reports whether the run is restricted away from the device id.
 func (e *Env) WantDevice(id string) bool {
 	return len(e.Opts.Devices) == 0 || slices.Contains(e.Opts.Devices, id)

@@ -260,6 +260,9 @@ func checkDevnodePresent(e *Env, out *Out) {
 		})
 	}
 	for _, n := range x.Nodes {
+		if len(n.Subjects) == 1 {
+			e.AddDeviceNode(n.Subjects[0], n.Path)
+		}
 		if why, skip := e.nodeSkipped(n); skip {
 			out.NotRun(CodeDevnodeSkipped, n.Path, "not checked: a lower layer failed for "+whoNeeds(n), why, needEv(n))
 			continue

@@ -206,7 +206,7 @@ func WriteText(w io.Writer, r *Report, o TextOptions) error {
 					continue
 				}
 				line := f.Summary
-				if f.Subject != "host" && !strings.HasPrefix(g.title, f.Subject) {
+				if f.Subject != "host" && !strings.HasPrefix(g.title, f.Subject) && !strings.Contains(line, f.Subject) {
 					line = f.Subject + ": " + line
 				}
 				st := paint(f.Status.colour(), fmt.Sprintf("%-7s", f.Status))
