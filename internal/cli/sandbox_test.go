@@ -23,10 +23,10 @@ func TestMain(m *testing.M) {
 
 func needSandbox(t *testing.T) {
 	t.Helper()
-	testutil.LockSandboxTests(t)
 	if os.Geteuid() != 0 {
 		t.Skip("the sandbox needs root")
 	}
+	testutil.LockSandboxTests(t)
 	if _, err := os.Stat("/sys/fs/cgroup/devices/devices.list"); err != nil {
 		if _, err := os.Stat("/sys/fs/cgroup/unified/cgroup.procs"); err != nil {
 			t.Skip("no v1 devices controller and no cgroup2 mount here")
