@@ -22,17 +22,7 @@ func TestReadV2ThroughPodRoot(t *testing.T) {
 	if m.Unified == "" {
 		t.Skip("no cgroup2 hierarchy is mounted on this host")
 	}
-	cg := makeCgroup(t, m.Unified)
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "adoc_test_pod", Type: ebpf.CGroupDevice, License: "Apache-2.0", Instructions: denySomeProgram()})
-	if err != nil {
-		t.Fatalf("load program: %v", err)
-	}
-	defer prog.Close()
-	l, err := link.AttachCgroup(link.CgroupOptions{Path: cg, Attach: ebpf.AttachCGroupDevice, Program: prog})
-	if err != nil {
-		t.Fatalf("attach: %v", err)
-	}
-	defer l.Close()
+	cg := cgroupWithTestProgram(t, m.Unified, "adoc_test_pod")
 
 	// /host/<cgroup2 mount> is a bind mount of the real hierarchy, made
 	// and removed by this test.
@@ -64,4 +54,22 @@ func TestReadV2ThroughPodRoot(t *testing.T) {
 	if _, err := ReadV2(hostfs.MustNew(snap), dir); !errors.Is(err, ErrCapturedHost) {
 		t.Errorf("snapshot: err %v, want ErrCapturedHost", err)
 	}
+}
+
+// cgroupWithTestProgram makes a test cgroup under the cgroup2 mount with
+// denySomeProgram attached as name; all of it goes when the test ends.
+func cgroupWithTestProgram(t *testing.T, mount, name string) string {
+	t.Helper()
+	cg := makeCgroup(t, mount)
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: name, Type: ebpf.CGroupDevice, License: "Apache-2.0", Instructions: denySomeProgram()})
+	if err != nil {
+		t.Fatalf("load program: %v", err)
+	}
+	t.Cleanup(func() { prog.Close() })
+	l, err := link.AttachCgroup(link.CgroupOptions{Path: cg, Attach: ebpf.AttachCGroupDevice, Program: prog})
+	if err != nil {
+		t.Fatalf("attach: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return cg
 }

@@ -5,9 +5,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
-
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 )
 
@@ -67,17 +64,7 @@ func TestSnapshotKeepsDevicePrograms(t *testing.T) {
 	if m.Unified == "" {
 		t.Skip("no cgroup2 hierarchy is mounted on this host")
 	}
-	cg := makeCgroup(t, m.Unified)
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: "adoc_test_snap", Type: ebpf.CGroupDevice, License: "Apache-2.0", Instructions: denySomeProgram()})
-	if err != nil {
-		t.Fatalf("load program: %v", err)
-	}
-	defer prog.Close()
-	l, err := link.AttachCgroup(link.CgroupOptions{Path: cg, Attach: ebpf.AttachCGroupDevice, Program: prog})
-	if err != nil {
-		t.Fatalf("attach: %v", err)
-	}
-	defer l.Close()
+	cg := cgroupWithTestProgram(t, m.Unified, "adoc_test_snap")
 
 	live := hostfs.MustNew("/")
 	rec := live.Record()
