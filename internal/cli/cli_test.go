@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -215,5 +216,65 @@ func TestSnapshotOfAContainer(t *testing.T) {
 	}
 	if a, b := findingsOf(t, direct), findingsOf(t, replay); a != b {
 		t.Errorf("replay differs:\n%s\n---\n%s", a, b)
+	}
+}
+
+// TestSnapshotRedactsSpecEnv: a snapshot never holds the values of a
+// container's environment, and still replays its drift check.
+func TestSnapshotRedactsSpecEnv(t *testing.T) {
+	host := t.TempDir()
+	src := hosts + "nvidia-h100x8-k8s-cgroupv1"
+	if err := os.CopyFS(host, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	spec := "/run/containerd/io.containerd.runtime.v2.task/k8s.io/5e1c0ffee0ddba11/config.json"
+	b, err := os.ReadFile(filepath.Join(host, spec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = bytes.Replace(b, []byte(`"cwd": "/"`), []byte(`"cwd": "/", "env": ["PATH=/usr/bin", "HF_TOKEN=hf_s3cr3t_value"]`), 1)
+	if err := os.WriteFile(filepath.Join(host, spec), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	snap := filepath.Join(t.TempDir(), "snap.tar.gz")
+	if _, stderr, code := run(t, "snapshot", "--root", host, "--pid", "4242", "--spec", spec, "-o", snap); code != 0 {
+		t.Fatalf("snapshot: exit %d: %s", code, stderr)
+	}
+	raw, err := exec.Command("sh", "-c", "tar -xzOf "+snap).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(raw, []byte("hf_s3cr3t_value")) {
+		t.Error("the snapshot holds a container environment value")
+	}
+	if !bytes.Contains(raw, []byte("HF_TOKEN=<redacted by accel-doctor>")) {
+		t.Error("the snapshot lost the spec (or the variable's name)")
+	}
+	direct, _, c1 := run(t, "check", "--root", host, "--pid", "4242", "--spec", spec, "--layer", "cgroup", "-o", "json")
+	replay, _, c2 := run(t, "check", "--snapshot", snap, "--pid", "4242", "--spec", spec, "--layer", "cgroup", "-o", "json")
+	if c1 != c2 || findingsOf(t, direct) != findingsOf(t, replay) {
+		t.Errorf("replay differs: exit %d/%d", c1, c2)
+	}
+}
+
+// TestSnapshotOfThisMachine: a snapshot of the live host replays layers
+// 1-3 as the host answers them (names from its 1.4 MB pci.ids included).
+func TestSnapshotOfThisMachine(t *testing.T) {
+	if _, err := os.Stat("/sys/bus/pci/devices"); err != nil {
+		t.Skip("no /sys/bus/pci on this machine")
+	}
+	snap := filepath.Join(t.TempDir(), "live.tar.gz")
+	if _, stderr, code := run(t, "snapshot", "-o", snap); code != 0 {
+		t.Fatalf("snapshot: exit %d: %s", code, stderr)
+	}
+	live, _, _ := run(t, "pci", "-o", "json")
+	replay, _, _ := run(t, "pci", "--snapshot", snap, "-o", "json")
+	if live != replay {
+		t.Errorf("pci differs:\n%s\n---\n%s", live, replay)
+	}
+	direct, _, c1 := run(t, "check", "--layer", "1,2,3", "-o", "json")
+	again, _, c2 := run(t, "check", "--snapshot", snap, "--layer", "1,2,3", "-o", "json")
+	if c1 != c2 || findingsOf(t, direct) != findingsOf(t, again) {
+		t.Errorf("check replay differs (exit %d/%d):\n%s\n---\n%s", c1, c2, findingsOf(t, direct), findingsOf(t, again))
 	}
 }

@@ -1,6 +1,7 @@
 package diagnose
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -385,7 +386,7 @@ func allowedList(r, w cgroup.Decision) string {
 
 // readSpec reads an OCI config.json through the root.
 func readSpec(root *hostfs.Root, p string) (*specs.Spec, error) {
-	b, err := root.ReadFileLimit(p, 16<<20)
+	b, err := root.ReadFileRedacted(p, 16<<20, redactSpec)
 	if err != nil {
 		return nil, err
 	}
@@ -397,6 +398,34 @@ func readSpec(root *hostfs.Root, p string) (*specs.Spec, error) {
 		return nil, fmt.Errorf("%s: no linux.resources.devices", p)
 	}
 	return &s, nil
+}
+
+// redactSpec is what a snapshot keeps of an OCI config.json: everything
+// but the values of process.env (tokens and passwords live there). A file
+// that does not parse is not kept at all.
+func redactSpec(b []byte) []byte {
+	var doc map[string]any
+	if json.Unmarshal(b, &doc) != nil {
+		return nil
+	}
+	if proc, ok := doc["process"].(map[string]any); ok {
+		if env, ok := proc["env"].([]any); ok {
+			for i, v := range env {
+				if s, ok := v.(string); ok {
+					name, _, _ := strings.Cut(s, "=")
+					env[i] = name + "=<redacted by accel-doctor>"
+				}
+			}
+		}
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if enc.Encode(doc) != nil {
+		return nil
+	}
+	return out.Bytes()
 }
 
 func checkCgroupDrift(e *Env, out *Out) {

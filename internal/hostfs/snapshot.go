@@ -50,12 +50,14 @@ type Recorder struct {
 	paths     map[string]recKind
 	nodes     map[string]Node
 	synthetic map[string][]byte // CapturedDir-relative name -> content
+	redact    map[string]func([]byte) []byte
 }
 
 // Record makes r note every path it reads from now on and returns the
 // recorder. Snapshot captures use it; nothing else should.
 func (r *Root) Record() *Recorder {
-	rec := &Recorder{paths: map[string]recKind{}, nodes: map[string]Node{}, synthetic: map[string][]byte{}}
+	rec := &Recorder{paths: map[string]recKind{}, nodes: map[string]Node{}, synthetic: map[string][]byte{},
+		redact: map[string]func([]byte) []byte{}}
 	r.mu.Lock()
 	r.rec = rec
 	r.mu.Unlock()
@@ -111,6 +113,7 @@ func secret(p string) bool {
 // archive is what a snapshot will hold, keyed by host path.
 type archive struct {
 	root    *Root
+	redact  map[string]func([]byte) []byte
 	entries map[string]*tar.Header
 	data    map[string][]byte
 	man     *Manifest
@@ -179,9 +182,14 @@ func (a *archive) addFile(p string) {
 	if secret(final) {
 		return
 	}
-	b, err := a.root.readFile(final, a.root.limit)
+	b, err := a.root.readFile(final, max(a.root.limit, 16<<20))
 	if err != nil {
 		return
+	}
+	if f := a.redact[path.Clean(p)]; f != nil {
+		if b = f(b); b == nil {
+			return // nothing that may travel
+		}
 	}
 	a.addDir(path.Dir(final))
 	a.entries[final] = &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(final, "/"), Mode: 0o444, Size: int64(len(b))}
@@ -244,6 +252,7 @@ func (r *Root) WriteSnapshot(rec *Recorder, w io.Writer, tool string) (SnapshotM
 	kinds := rec.paths
 	nodes := rec.nodes
 	synthetic := rec.synthetic
+	a.redact = rec.redact
 	rec.mu.Unlock()
 	// Listings first so that recorded files replace their placeholders.
 	for _, p := range paths {
@@ -549,4 +558,16 @@ func (r *Root) Capture(name string, data []byte) {
 func (r *Root) Captured(name string) ([]byte, bool) {
 	b, err := r.ReadFile(path.Join(CapturedDir, path.Clean("/"+name)))
 	return b, err == nil
+}
+
+// ReadFileRedacted reads like ReadFileLimit; a snapshot being recorded
+// keeps the file only as redact returns it (nil: not at all). Readers of
+// files that may hold secrets (an OCI config.json's process.env) use it.
+func (r *Root) ReadFileRedacted(p string, limit int64, redact func([]byte) []byte) ([]byte, error) {
+	if rec := r.recorder(); rec != nil {
+		rec.mu.Lock()
+		rec.redact[path.Clean(p)] = redact
+		rec.mu.Unlock()
+	}
+	return r.ReadFileLimit(p, limit)
 }
