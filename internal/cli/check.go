@@ -34,6 +34,15 @@ internal error. '--snapshot demo' replays a built-in 8-GPU host with faults.`,
 			if err != nil {
 				return err
 			}
+			have := map[report.Layer]bool{}
+			for _, c := range diagnose.Registry() {
+				have[c.Layer] = true
+			}
+			for _, l := range ls {
+				if !have[l] {
+					return usageErr("layer %s has no checks in this version (layers with checks: 1-4)", l)
+				}
+			}
 			opts.Layers = ls
 			opts.Devices = devices
 			root, source, cleanup, err := g.openHost(snapshot)
