@@ -2,6 +2,7 @@ package cli
 
 import (
 	"slices"
+	"strings"
 
 	"fmt"
 
@@ -40,7 +41,13 @@ internal error. '--snapshot demo' replays a built-in 8-GPU host with faults.`,
 			}
 			for _, l := range ls {
 				if !have[l] {
-					return usageErr("layer %s has no checks in this version (layers with checks: 1-4)", l)
+					var with []string
+					for _, k := range report.Layers {
+						if have[k] {
+							with = append(with, k.String())
+						}
+					}
+					return usageErr("layer %s has no checks in this version; these do: %s", l, strings.Join(with, ", "))
 				}
 			}
 			opts.Layers = ls
