@@ -4,7 +4,6 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -227,19 +226,9 @@ func FuzzParseDevicesList(f *testing.F) {
 	})
 }
 
-// repoRoot is the repository root, from this file's location.
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
-}
-
 func corpusDir(t *testing.T, sub string) string {
 	t.Helper()
-	d := filepath.Join(repoRoot(), "..", "shared", "corpus", sub)
-	if _, err := os.Stat(d); err != nil {
-		t.Skipf("corpus %s not present (%v): it lives beside the repository in ../shared", sub, err)
-	}
-	return d
+	return filepath.Join(testutil.CorpusDir(t), sub)
 }
 
 // readSections splits a corpus file into "==== NAME ====" sections.

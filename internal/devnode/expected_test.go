@@ -1,20 +1,16 @@
 package devnode
 
 import (
-	"archive/tar"
-	"compress/bzip2"
 	"errors"
-	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+	"github.com/accel-doctor/accel-doctor/internal/testutil"
 )
 
 const (
@@ -145,74 +141,14 @@ func TestParseCapMinor(t *testing.T) {
 	}
 }
 
-// corpusDir is ../shared/corpus next to the repository.
-func corpusDir(t *testing.T) string {
-	t.Helper()
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		t.Skip("cannot locate the test file")
-	}
-	repo := filepath.Join(filepath.Dir(file), "..", "..")
-	d := filepath.Join(repo, "..", "shared", "corpus")
-	if _, err := os.Stat(d); err != nil {
-		t.Skipf("corpus not present at %s (a fresh clone has no ../shared): %v", d, err)
-	}
-	return d
-}
-
-// untarBz2 unpacks regular files, directories and symlinks of a .tar.bz2
-// into dir.
-func untarBz2(t *testing.T, archive, dir string) {
-	t.Helper()
-	f, err := os.Open(archive)
-	if err != nil {
-		t.Skipf("corpus file missing: %v", err)
-	}
-	defer f.Close()
-	tr := tar.NewReader(bzip2.NewReader(f))
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		name := filepath.Clean("/" + h.Name)
-		dst := filepath.Join(dir, name)
-		switch h.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(dst, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		case tar.TypeReg:
-			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			b, err := io.ReadAll(io.LimitReader(tr, 64<<20))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(dst, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-		case tar.TypeSymlink:
-			if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Symlink(h.Linkname, dst); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-}
-
 // TestExpectedCorpusDRM runs the DRM expectations over hwloc's capture of
 // a machine with an integrated GPU (card0 and a legacy controlD64 node).
 func TestExpectedCorpusDRM(t *testing.T) {
-	dir := t.TempDir()
-	untarBz2(t, filepath.Join(corpusDir(t), "hwloc", "linux", "2pa-pcidomain32bits.tar.bz2"), dir)
-	root := hostfs.MustNew(filepath.Join(dir, "2pa-pcidomain32bits"))
+	tree := testutil.Unpack(t, filepath.Join(testutil.CorpusDir(t), "hwloc", "linux", "2pa-pcidomain32bits.tar.bz2"))
+	if tree == "" {
+		t.Fatal("corpus changed: no sys/bus/pci in the capture")
+	}
+	root := hostfs.MustNew(tree)
 	want, err := root.ReadString("/sys/devices/pci0000:00/0000:00:02.0/drm/card0/dev")
 	if err != nil {
 		t.Fatalf("corpus changed: %v", err)
