@@ -252,7 +252,8 @@ func checkCgroupAccess(e *Env, out *Out) {
 		n   devnode.ExpectedNode
 		st  devnode.NodeState
 		dev cgroup.DeviceRef
-		res cgroup.Result
+		res cgroup.Result   // r, w and m, each alone
+		rw  cgroup.Decision // one O_RDWR open asking r and w together
 	}
 	var items []item
 	for _, n := range e.ExpectedNodes() {
@@ -266,7 +267,11 @@ func checkCgroupAccess(e *Env, out *Out) {
 			out.NotRun(CodeCgroupNodeUnchecked, n.Path, "not evaluated", "its device number is unknown")
 			continue
 		}
-		items = append(items, item{n, st, dev, p.Evaluate(dev, cgroup.AccessRead|cgroup.AccessWrite|cgroup.AccessMknod)})
+		// v1 needs a single exception holding every access one open asks
+		// for, so r+w is decided as one request, not from r and w.
+		items = append(items, item{n, st, dev,
+			p.Evaluate(dev, cgroup.AccessRead|cgroup.AccessWrite|cgroup.AccessMknod),
+			p.Evaluate(dev, cgroup.AccessRead|cgroup.AccessWrite).Whole.Combined})
 	}
 	// One cause, one finding: when no node can be decided, and for the same
 	// reason (a default-allow v1 cgroup, programs unreadable without root),
@@ -275,7 +280,7 @@ func checkCgroupAccess(e *Env, out *Out) {
 		reason := ""
 		same := true
 		for _, it := range items {
-			rw := e.cgroupRW(it.dev).Combined
+			rw := it.rw
 			if rw.Known || (reason != "" && rw.Reason != reason) {
 				same = false
 				break
@@ -293,13 +298,13 @@ func checkCgroupAccess(e *Env, out *Out) {
 		}
 	}
 	for _, it := range items {
-		judgeAccess(e, out, it.n, it.st, it.dev, it.res)
+		judgeAccess(e, out, it.n, it.st, it.dev, it.res, it.rw)
 	}
 }
 
 // judgeAccess turns the decisions on one node into a finding: rw is what
 // accelerator nodes are opened with; m is reported, never required.
-func judgeAccess(e *Env, out *Out, n devnode.ExpectedNode, st devnode.NodeState, dev cgroup.DeviceRef, res cgroup.Result) {
+func judgeAccess(e *Env, out *Out, n devnode.ExpectedNode, st devnode.NodeState, dev cgroup.DeviceRef, res cgroup.Result, rw cgroup.Decision) {
 	var r, w, m cgroup.AccessResult
 	for _, a := range res.Each {
 		switch a.Access {
@@ -311,26 +316,25 @@ func judgeAccess(e *Env, out *Out, n devnode.ExpectedNode, st devnode.NodeState,
 			m = a
 		}
 	}
-	rw := e.cgroupRW(dev)
 	id := fmt.Sprintf("%c %d:%d", dev.Type, dev.Major, dev.Minor)
 	ev := decisionEvidence([]struct {
 		what string
 		d    cgroup.Decision
-	}{{"r", r.Combined}, {"w", w.Combined}, {"rw", rw.Combined}, {"m", m.Combined}})
+	}{{"r", r.Combined}, {"w", w.Combined}, {"rw", rw}, {"m", m.Combined}})
 	who := strings.Join(n.Subjects, ", ")
 	if len(n.Subjects) > 2 {
 		who = fmt.Sprintf("shared by %d devices", len(n.Subjects))
 	}
 	switch {
-	case !r.Combined.Known || !w.Combined.Known || !rw.Combined.Known:
+	case !r.Combined.Known || !w.Combined.Known || !rw.Known:
 		reason := r.Combined.Reason
-		for _, d := range []cgroup.Decision{w.Combined, rw.Combined} {
+		for _, d := range []cgroup.Decision{w.Combined, rw} {
 			if reason == "" {
 				reason = d.Reason
 			}
 		}
 		out.NotRun(CodeCgroupUnreadable, n.Path, fmt.Sprintf("%s (%s): access undecided", id, who), reason, ev...)
-	case rw.Combined.Allowed:
+	case rw.Allowed:
 		out.Add(CodeCgroupAllowed, report.Pass, n.Path, fmt.Sprintf("%s (%s): rw allowed%s", id, who, mknodNote(m.Combined)), ev...)
 	default:
 		visible, known, where := e.visibleToTarget(n.Path, st)
@@ -358,13 +362,6 @@ func judgeAccess(e *Env, out *Out, n devnode.ExpectedNode, st devnode.NodeState,
 			out.Add(CodeCgroupDenied, st, n.Path, fmt.Sprintf("%s (%s): visible but denied by the cgroup (open gives EPERM)", id, who), ev...)
 		}
 	}
-}
-
-// cgroupRW is the decision for one O_RDWR open asking r and w together
-// (v1 needs a single exception holding both).
-func (e *Env) cgroupRW(dev cgroup.DeviceRef) cgroup.AccessResult {
-	p, _ := e.CgroupPolicy()
-	return p.Evaluate(dev, cgroup.AccessRead|cgroup.AccessWrite).Whole
 }
 
 func mknodNote(m cgroup.Decision) string {
