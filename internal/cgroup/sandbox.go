@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -55,7 +54,32 @@ const (
 // touched by the sandbox's cleanup.
 const SandboxNamePrefix = "accel-doctor-sandbox-"
 
-var sandboxNameRE = regexp.MustCompile(`^accel-doctor-sandbox-([0-9]+)-[0-9a-f]{16}$`)
+// sandboxOwner parses a sandbox cgroup's name,
+// accel-doctor-sandbox-<owner pid>-<16 hex digits>, and returns the owner.
+// Anything else is not a sandbox (and never touched). Hand-written rather
+// than a regexp so that no command pays for compiling one at start-up.
+func sandboxOwner(name string) (pid int, ok bool) {
+	rest, found := strings.CutPrefix(name, SandboxNamePrefix)
+	if !found {
+		return 0, false
+	}
+	num, hex, found := strings.Cut(rest, "-")
+	if !found || len(hex) != 16 || num == "" || len(num) > 10 {
+		return 0, false
+	}
+	for _, c := range hex {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return 0, false
+		}
+	}
+	for _, c := range num {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+	}
+	pid, err := strconv.Atoi(num)
+	return pid, err == nil
+}
 
 // SandboxSpec says what to run under which device rules.
 type SandboxSpec struct {
@@ -666,8 +690,8 @@ func sandboxKillAll(dir string, v2 bool) {
 		}
 	}
 	owner := -1
-	if m := sandboxNameRE.FindStringSubmatch(filepath.Base(dir)); m != nil {
-		owner, _ = strconv.Atoi(m[1])
+	if pid, ok := sandboxOwner(filepath.Base(dir)); ok {
+		owner = pid
 	}
 	for _, pid := range sandboxPids(dir) {
 		// The owner's pid is listed while its v1 probing thread is inside;
@@ -700,7 +724,7 @@ func sandboxPids(dir string) []int {
 // bounded time: a process may fork while it is being killed, and a cgroup
 // stays busy for a moment after its last task exits.
 func sandboxDestroy(dir string, v2 bool) error {
-	if !sandboxNameRE.MatchString(filepath.Base(dir)) {
+	if _, ok := sandboxOwner(filepath.Base(dir)); !ok {
 		return fmt.Errorf("refusing to remove %s: not a sandbox cgroup", dir)
 	}
 	var err error
@@ -744,12 +768,8 @@ func SandboxSweep(m *Mounts) []error {
 		}
 		for _, name := range names {
 			// Only directories can have this name in a cgroup file system.
-			sm := sandboxNameRE.FindStringSubmatch(name)
-			if sm == nil {
-				continue
-			}
-			pid, err := strconv.Atoi(sm[1])
-			if err != nil || pid == os.Getpid() {
+			pid, ok := sandboxOwner(name)
+			if !ok || pid == os.Getpid() {
 				continue
 			}
 			if unix.Kill(pid, 0) != unix.ESRCH {

@@ -133,11 +133,10 @@ func sandboxLeftovers(t testing.TB, m *Mounts, owners map[int]bool) []string {
 		}
 		ents, _ := os.ReadDir(d)
 		for _, e := range ents {
-			sm := sandboxNameRE.FindStringSubmatch(e.Name())
-			if sm == nil {
+			pid, ok := sandboxOwner(e.Name())
+			if !ok {
 				continue
 			}
-			pid, _ := strconv.Atoi(sm[1])
 			if owners == nil || owners[pid] {
 				left = append(left, filepath.Join(d, e.Name()))
 			}
@@ -648,5 +647,30 @@ func TestSandboxResultJSON(t *testing.T) {
 	var back SandboxResult
 	if err := json.Unmarshal(b, &back); err != nil || back.Program.ID != 7 {
 		t.Errorf("round trip: %+v, %v", back, err)
+	}
+}
+
+func TestSandboxOwner(t *testing.T) {
+	for name, want := range map[string]int{
+		"accel-doctor-sandbox-1234-0123456789abcdef": 1234,
+		"accel-doctor-sandbox-1-ffffffffffffffff":    1,
+	} {
+		if pid, ok := sandboxOwner(name); !ok || pid != want {
+			t.Errorf("%s: %d %v, want %d", name, pid, ok, want)
+		}
+	}
+	for _, name := range []string{
+		"accel-doctor-sandbox-1234-0123456789abcde",   // 15 hex digits
+		"accel-doctor-sandbox-1234-0123456789abcdeF",  // upper case
+		"accel-doctor-sandbox--0123456789abcdef",      // no pid
+		"accel-doctor-sandbox-12a4-0123456789abcdef",  // not a number
+		"accel-doctor-test-1234-0123456789abcdef",     // another prefix
+		"xaccel-doctor-sandbox-1234-0123456789abcdef", // not at the start
+		"accel-doctor-sandbox-1234-0123456789abcdef-x",
+		"system.slice",
+	} {
+		if _, ok := sandboxOwner(name); ok {
+			t.Errorf("%q taken for a sandbox", name)
+		}
 	}
 }
