@@ -38,6 +38,8 @@ type Root struct {
 	mu   sync.Mutex
 	dirs map[string]string // host dir -> resolved real dir, for non-"/" roots
 	rec  *Recorder
+
+	covState
 }
 
 // Option configures a Root.

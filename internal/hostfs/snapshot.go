@@ -41,11 +41,18 @@ type SnapshotMeta struct {
 	Source  string    `json:"source"` // the root directory captured
 	Files   int       `json:"files"`
 	Nodes   int       `json:"nodes"`
+	// SelfPID is the process that took the snapshot: what a replay's
+	// /proc/self is. PID is the process asked for with --pid (0: none).
+	SelfPID int `json:"self_pid,omitempty"`
+	PID     int `json:"pid,omitempty"`
 }
 
 // Recorder notes every host path a Root is asked about, so that a snapshot
 // holds exactly what the readers used.
 type Recorder struct {
+	// PID is the process the run judged (--pid), for SnapshotMeta.PID.
+	PID int
+
 	mu        sync.Mutex
 	paths     map[string]recKind
 	nodes     map[string]Node
@@ -117,6 +124,7 @@ type archive struct {
 	entries map[string]*tar.Header
 	data    map[string][]byte
 	man     *Manifest
+	listed  map[string]bool // directories listed whole (host paths as asked)
 }
 
 func (a *archive) addDir(p string) {
@@ -177,6 +185,28 @@ func (a *archive) walk(p string) string {
 	return cur
 }
 
+// addCoverage writes CoveragePath: the paths asked about that the host did
+// not have, and the directories listed whole, so that a replay can tell
+// "absent on the host" from "not captured".
+func (a *archive) addCoverage(paths []string) {
+	var absent, listed []string
+	for _, p := range paths {
+		if secret(p) {
+			continue
+		}
+		if a.listed[p] {
+			listed = append(listed, p)
+		}
+		if _, err := a.root.Lstat(p); err != nil && errors.Is(err, fs.ErrNotExist) {
+			absent = append(absent, p)
+		}
+	}
+	b := formatCoverage(absent, listed)
+	a.addDir(path.Dir(CoveragePath))
+	a.entries[CoveragePath] = &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(CoveragePath, "/"), Mode: 0o444, Size: int64(len(b))}
+	a.data[CoveragePath] = b
+}
+
 func (a *archive) addFile(p string) {
 	final := a.walk(p)
 	if secret(final) {
@@ -206,6 +236,7 @@ func (a *archive) addListing(p string) {
 	if err != nil {
 		return
 	}
+	a.listed[path.Clean(p)] = true
 	a.addDir(final)
 	for _, e := range ents {
 		child := path.Join(final, e.Name())
@@ -242,7 +273,7 @@ func (r *Root) WriteSnapshot(rec *Recorder, w io.Writer, tool string) (SnapshotM
 		r.rec = nil
 	}
 	r.mu.Unlock()
-	a := &archive{root: r, entries: map[string]*tar.Header{}, data: map[string][]byte{}, man: NewManifest()}
+	a := &archive{root: r, entries: map[string]*tar.Header{}, data: map[string][]byte{}, man: NewManifest(), listed: map[string]bool{}}
 	rec.mu.Lock()
 	paths := make([]string, 0, len(rec.paths))
 	for p := range rec.paths {
@@ -303,8 +334,9 @@ func (r *Root) WriteSnapshot(rec *Recorder, w io.Writer, tool string) (SnapshotM
 		a.entries[p] = &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(p, "/"), Mode: 0o444, Size: int64(len(b))}
 		a.data[p] = b
 	}
+	a.addCoverage(paths)
 	// Nodes from the source's own manifest that were looked at stay too.
-	meta := SnapshotMeta{Format: 1, Created: time.Now().UTC().Truncate(time.Second), Tool: tool, Source: r.dir, Nodes: a.man.Len()}
+	meta := SnapshotMeta{Format: SnapshotFormat, SelfPID: os.Getpid(), PID: rec.PID, Created: time.Now().UTC().Truncate(time.Second), Tool: tool, Source: r.dir, Nodes: a.man.Len()}
 	man := a.man.Format()
 	a.addDir("/.accel-doctor")
 	a.entries[ManifestPath] = &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(ManifestPath, "/"), Mode: 0o444, Size: int64(len(man))}
