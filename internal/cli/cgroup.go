@@ -1,10 +1,10 @@
 package cli
 
 import (
-	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/opencontainers/cgroups/devices/config"
 	"github.com/spf13/cobra"
@@ -12,6 +12,7 @@ import (
 	"github.com/accel-doctor/accel-doctor/internal/cgroup"
 	"github.com/accel-doctor/accel-doctor/internal/diagnose"
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+	"github.com/accel-doctor/accel-doctor/internal/report"
 )
 
 func newCgroupCmd(g *globals) *cobra.Command {
@@ -129,91 +130,19 @@ unreadable without root): use 'accel-doctor sandbox' to measure instead.`,
 			}
 			defer cleanup()
 			target := cgroup.Target{PID: pid, Cgroup: cg}
-			p, err := cgroup.ReadPolicy(root, target)
+			p, err := readTargetPolicy(root, target)
 			if err != nil {
 				return err
 			}
-			var rows []evalRow
-			for _, d := range devs {
-				n, err := root.Stat(d)
-				if err != nil {
-					return usageErr("--device %s: %v", d, err)
-				}
-				if n.Type != hostfs.TypeChar && n.Type != hostfs.TypeBlock {
-					return usageErr("--device %s is a %s, not a device node", d, n.Type)
-				}
-				typ := byte('c')
-				if n.Type == hostfs.TypeBlock {
-					typ = 'b'
-				}
-				rows = append(rows, evalDevice(p, d, cgroup.DeviceRef{Type: typ, Major: n.Major, Minor: n.Minor}))
+			rows, err := evalRows(root, p, devs, rules)
+			if err != nil {
+				return err
 			}
-			for _, s := range rules {
-				r, err := cgroup.ParseRuleFlag(s, true)
-				if err != nil {
-					return usageErr("%v", err)
-				}
-				ds, err := ruleDevices(r)
-				if err != nil {
-					return usageErr("%v", err)
-				}
-				rows = append(rows, summarizeRule(p, s, r, ds))
+			if rows == nil {
+				rows = []evalRow{}
 			}
-			if len(devs) == 0 && len(rules) == 0 {
-				env := diagnose.NewEnv(root, diagnose.Options{})
-				for _, n := range env.ExpectedNodes() {
-					st := env.NodeState(n.Path)
-					switch {
-					case st.Exists && st.IsChar():
-						rows = append(rows, evalDevice(p, n.Path, cgroup.DeviceRef{Type: 'c', Major: st.Node.Major, Minor: st.Node.Minor}))
-					case n.DevKnown:
-						row := evalDevice(p, n.Path, cgroup.DeviceRef{Type: 'c', Major: n.Major, Minor: n.Minor})
-						row.Note = strings.TrimPrefix(row.Note+"; node absent on the host", "; ")
-						rows = append(rows, row)
-					}
-				}
-			}
-			if g.output == "json" {
-				enc := json.NewEncoder(g.stdout)
-				enc.SetIndent("", "  ")
-				if rows == nil {
-					rows = []evalRow{}
-				}
-				return enc.Encode(map[string]any{"target": target.String(), "mode": p.Mounts.Mode.String(),
-					"v1_cgroup": p.V1Path, "v2_cgroup": p.V2Path, "rows": rows})
-			}
-			fmt.Fprintf(g.stdout, "%s: cgroup %s", target, p.Mounts.Mode)
-			if p.V1Applies {
-				fmt.Fprintf(g.stdout, "; devices %s", p.V1Path)
-			}
-			if p.V2Applies {
-				fmt.Fprintf(g.stdout, "; cgroup2 %s", p.V2Path)
-				if p.V2 != nil {
-					fmt.Fprintf(g.stdout, " (%d device program(s))", len(p.V2.Programs))
-				}
-			}
-			fmt.Fprintln(g.stdout)
-			if len(rows) == 0 {
-				fmt.Fprintln(g.stdout, "no accelerator node on this host; name nodes with --device or devices with --rule")
-				return nil
-			}
-			// The target's own devices.list decides most lines: name it once.
-			short := func(s string) string { return s }
-			if p.V1 != nil && len(p.V1.Levels) > 0 {
-				list := p.V1.Levels[0].ListPath()
-				fmt.Fprintf(g.stdout, "\"list\" below is %s\n", list)
-				short = func(s string) string { return strings.ReplaceAll(s, list+": ", "list: ") }
-			}
-			tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "NODE\tDEVICE\tR\tW\tRW\tM\tDECIDED BY")
-			for _, r := range rows {
-				by := short(r.DecidedBy)
-				if r.Note != "" {
-					by = strings.TrimPrefix(by+"; "+r.Note, "; ")
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Subject, r.Device, r.Read, r.Write, r.ReadWrite, r.Mknod, by)
-			}
-			return tw.Flush()
+			return g.renderTable(evalTable(target, p, rows), map[string]any{"target": target.String(), "mode": p.Mounts.Mode.String(),
+				"v1_cgroup": p.V1Path, "v2_cgroup": p.V2Path, "rows": rows})
 		},
 	}
 	f := cmd.Flags()
@@ -224,6 +153,123 @@ unreadable without root): use 'accel-doctor sandbox' to measure instead.`,
 	f.StringVar(&snapshot, "snapshot", "", "read a snapshot archive instead of the host")
 	g.addOutputFlag(cmd)
 	return cmd
+}
+
+// readTargetPolicy reads a target's policy; a target that does not exist
+// is a usage error, not a table of undecided rows.
+func readTargetPolicy(root *hostfs.Root, target cgroup.Target) (*cgroup.Policy, error) {
+	p, err := cgroup.ReadPolicy(root, target)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, usageErr("%s: %v", target, err)
+		}
+		return nil, err
+	}
+	if missingTarget(p) {
+		return nil, usageErr("%s: no such cgroup in any hierarchy (%v; %v)", target, p.V1Err, p.V2Err)
+	}
+	return p, nil
+}
+
+// missingTarget: every hierarchy that applies says the target's directory
+// does not exist.
+func missingTarget(p *cgroup.Policy) bool {
+	n, missing := 0, 0
+	for _, part := range []struct {
+		applies bool
+		err     error
+	}{{p.V1Applies, p.V1Err}, {p.V2Applies, p.V2Err}} {
+		if part.applies {
+			n++
+			if part.err != nil && errors.Is(part.err, fs.ErrNotExist) {
+				missing++
+			}
+		}
+	}
+	return n > 0 && missing == n
+}
+
+// evalRows decides the --device nodes, the --rule devices, or with neither
+// every accelerator node of the host.
+func evalRows(root *hostfs.Root, p *cgroup.Policy, devs, rules []string) ([]evalRow, error) {
+	var rows []evalRow
+	for _, d := range devs {
+		n, err := root.Stat(d)
+		if err != nil {
+			return nil, usageErr("--device %s: %v", d, err)
+		}
+		if n.Type != hostfs.TypeChar && n.Type != hostfs.TypeBlock {
+			return nil, usageErr("--device %s is a %s, not a device node", d, n.Type)
+		}
+		typ := byte('c')
+		if n.Type == hostfs.TypeBlock {
+			typ = 'b'
+		}
+		rows = append(rows, evalDevice(p, d, cgroup.DeviceRef{Type: typ, Major: n.Major, Minor: n.Minor}))
+	}
+	for _, s := range rules {
+		r, err := cgroup.ParseRuleFlag(s, true)
+		if err != nil {
+			return nil, usageErr("%v", err)
+		}
+		ds, err := ruleDevices(r)
+		if err != nil {
+			return nil, usageErr("%v", err)
+		}
+		rows = append(rows, summarizeRule(p, s, r, ds))
+	}
+	if len(devs) > 0 || len(rules) > 0 {
+		return rows, nil
+	}
+	env := diagnose.NewEnv(root, diagnose.Options{})
+	for _, n := range env.ExpectedNodes() {
+		st := env.NodeState(n.Path)
+		switch {
+		case st.Exists && st.IsChar():
+			rows = append(rows, evalDevice(p, n.Path, cgroup.DeviceRef{Type: 'c', Major: st.Node.Major, Minor: st.Node.Minor}))
+		case n.DevKnown:
+			row := evalDevice(p, n.Path, cgroup.DeviceRef{Type: 'c', Major: n.Major, Minor: n.Minor})
+			row.Note = strings.TrimPrefix(row.Note+"; node absent on the host", "; ")
+			rows = append(rows, row)
+		}
+	}
+	return rows, nil
+}
+
+// evalTable is the decision table: the target and where it lives first,
+// then one row per node or rule.
+func evalTable(target cgroup.Target, p *cgroup.Policy, rows []evalRow) *report.Table {
+	head := fmt.Sprintf("%s: cgroup %s", target, p.Mounts.Mode)
+	if p.V1Applies {
+		head += "; devices " + p.V1Path
+	}
+	if p.V2Applies {
+		head += "; cgroup2 " + p.V2Path
+		if p.V2 != nil {
+			head += fmt.Sprintf(" (%d device program(s))", len(p.V2.Programs))
+		}
+	}
+	t := &report.Table{Title: []string{head}}
+	if len(rows) == 0 {
+		t.Notes = []string{"no accelerator node on this host; name nodes with --device or devices with --rule"}
+		return t
+	}
+	// The target's own devices.list decides most lines: name it once.
+	short := func(s string) string { return s }
+	if p.V1 != nil && len(p.V1.Levels) > 0 {
+		list := p.V1.Levels[0].ListPath()
+		t.Title = append(t.Title, fmt.Sprintf("%q below is %s", "list", list))
+		short = func(s string) string { return strings.ReplaceAll(s, list+": ", "list: ") }
+	}
+	t.Header = []string{"NODE", "DEVICE", "R", "W", "RW", "M", "DECIDED BY"}
+	for _, r := range rows {
+		by := short(r.DecidedBy)
+		if r.Note != "" {
+			by = strings.TrimPrefix(by+"; "+r.Note, "; ")
+		}
+		t.Rows = append(t.Rows, []string{r.Subject, r.Device, r.Read, r.Write, r.ReadWrite, r.Mknod, by})
+	}
+	return t
 }
 
 // summarizeRule evaluates every device of a query rule and reports whether

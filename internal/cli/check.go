@@ -1,15 +1,16 @@
 package cli
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
-	"fmt"
-
-	"github.com/accel-doctor/accel-doctor/internal/report"
 	"github.com/spf13/cobra"
 
 	"github.com/accel-doctor/accel-doctor/internal/diagnose"
+	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+	"github.com/accel-doctor/accel-doctor/internal/pci"
+	"github.com/accel-doctor/accel-doctor/internal/report"
 )
 
 func newCheckCmd(g *globals) *cobra.Command {
@@ -18,6 +19,7 @@ func newCheckCmd(g *globals) *cobra.Command {
 		layers   []string
 		devices  []string
 		opts     diagnose.Options
+		verbose  bool
 		problems bool
 	)
 	cmd := &cobra.Command{
@@ -25,41 +27,34 @@ func newCheckCmd(g *globals) *cobra.Command {
 		Short: "Diagnose this node (or a --root, or a --snapshot) layer by layer",
 		Long: `check reads the host and reports, layer by layer, what stops its
 accelerators from working: PCI inventory, driver, device nodes and the cgroup
-device policy. The verdict names the first layer with a FAIL.
+device policy. The verdict names the first layer with a FAIL, and every layer
+that could not be judged, with the reason.
 
-It is read-only. Exit status: 0 no FAIL, 1 at least one FAIL, 2 usage or
-internal error. '--snapshot demo' replays a built-in 8-GPU host with faults.`,
+It is read-only. Exit status: 0 no FAIL; 1 at least one FAIL; 2 nothing
+could be judged, or a usage error (a root, process, cgroup, device or
+snapshot that does not exist is one, found before any work). '--snapshot
+demo' replays a built-in 8-GPU host with faults.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ls, err := parseLayers(layers)
+			ls, err := checkLayers(layers)
 			if err != nil {
 				return err
 			}
-			have := map[report.Layer]bool{}
-			for _, c := range diagnose.Registry() {
-				have[c.Layer] = true
-			}
-			for _, l := range ls {
-				if !have[l] {
-					var with []string
-					for _, k := range report.Layers {
-						if have[k] {
-							with = append(with, k.String())
-						}
-					}
-					return usageErr("layer %s has no checks in this version; these do: %s", l, strings.Join(with, ", "))
-				}
+			if opts.PID != 0 && opts.Cgroup != "" {
+				return usageErr("--pid and --cgroup name two different targets: give one")
 			}
 			opts.Layers = ls
-			opts.Devices = devices
 			root, source, cleanup, err := g.openHost(snapshot)
 			if err != nil {
 				return err
 			}
 			defer cleanup()
 			env := diagnose.NewEnv(root, opts)
+			if err := preflight(env, root, snapshot, devices); err != nil {
+				return err
+			}
 			rep := diagnose.Run(env, diagnose.Registry(), diagnose.Meta{Tool: "accel-doctor " + Version, Command: "check", Source: source, Root: snapshotName(snapshot)})
-			if err := g.render(rep, problems); err != nil {
+			if err := g.render(rep, verbose); err != nil {
 				return err
 			}
 			if len(rep.Devices) == 0 && snapshot == "" && g.output == "text" && slices.Contains(rep.Layers, report.LayerPCI) {
@@ -74,11 +69,149 @@ internal error. '--snapshot demo' replays a built-in 8-GPU host with faults.`,
 	f := cmd.Flags()
 	f.StringVar(&snapshot, "snapshot", "", "replay a snapshot archive instead of reading the host ('demo': the built-in scenario)")
 	f.StringSliceVar(&layers, "layer", nil, "only these layers (numbers or names: pci, driver, devnode, cgroup)")
-	f.StringSliceVar(&devices, "device", nil, "only these PCI addresses (e.g. 0000:17:00.0)")
+	f.StringSliceVar(&devices, "device", nil, "only these PCI functions (0000:17:00.0, 17:00.0, or nvidia-smi's 00000000:17:00.0)")
 	f.IntVar(&opts.PID, "pid", 0, "judge the cgroup device policy of this process (default: accel-doctor's own)")
 	f.StringVar(&opts.Cgroup, "cgroup", "", "judge the device policy of this cgroup path instead of a process's")
 	f.StringVar(&opts.Spec, "spec", "", "the container's OCI config.json (host path): report where the kernel's device policy drifts from it")
+	f.BoolVarP(&verbose, "verbose", "v", false, "text output: list every check, the ones that passed too")
+	f.BoolVar(&problems, "problems", false, "text output: only what is not a PASS (the default now)")
+	f.MarkHidden("problems")
 	g.addOutputFlag(cmd)
-	f.BoolVar(&problems, "problems", false, "text output: leave out the checks that passed")
 	return cmd
+}
+
+// checkLayers parses --layer and refuses a layer that has no checks yet.
+func checkLayers(layers []string) ([]report.Layer, error) {
+	ls, err := parseLayers(layers)
+	if err != nil {
+		return nil, err
+	}
+	have := map[report.Layer]bool{}
+	for _, c := range diagnose.Registry() {
+		have[c.Layer] = true
+	}
+	for _, l := range ls {
+		if !have[l] {
+			var with []string
+			for _, k := range report.Layers {
+				if have[k] {
+					with = append(with, k.String())
+				}
+			}
+			return nil, usageErr("layer %s has no checks in this version; these do: %s", l, strings.Join(with, ", "))
+		}
+	}
+	return ls, nil
+}
+
+// preflight refuses, before any check runs, a run whose target cannot be
+// examined at all: a root with none of the trees the asked-for layers
+// read, a --device that names no function, a --pid or --cgroup that does
+// not exist, a --spec that is not there. Each would otherwise come back as
+// a report of NOT_RUNs that reads like a clean bill of health.
+func preflight(env *diagnose.Env, root *hostfs.Root, snapshot string, devices []string) error {
+	where := "under " + root.Dir()
+	if snapshot != "" {
+		where = "in snapshot " + snapshot
+	}
+	if err := examinable(env, root, where); err != nil {
+		return err
+	}
+	if err := selectDevices(env, devices, where); err != nil {
+		return err
+	}
+	o := env.Opts
+	if o.PID < 0 {
+		return usageErr("--pid %d is not a process ID", o.PID)
+	}
+	if o.PID > 0 && !root.Exists(fmt.Sprintf("/proc/%d", o.PID)) {
+		msg := fmt.Sprintf("no process %d %s", o.PID, where)
+		if m, ok := root.ReadSnapshotMeta(); ok && m.PID > 0 {
+			msg += fmt.Sprintf(" (it was taken with --pid %d)", m.PID)
+		}
+		return usageErr("%s", msg)
+	}
+	if o.Cgroup != "" && wantsLayer(o.Layers, report.LayerCgroup) {
+		p, err := env.CgroupPolicy()
+		if err == nil && missingTarget(p) {
+			return usageErr("cgroup %s: no such cgroup %s (%v; %v)", o.Cgroup, where, p.V1Err, p.V2Err)
+		}
+	}
+	if o.Spec != "" && !root.Exists(o.Spec) {
+		return usageErr("--spec %s: no such file %s", o.Spec, where)
+	}
+	return nil
+}
+
+func wantsLayer(ls []report.Layer, l report.Layer) bool { return len(ls) == 0 || slices.Contains(ls, l) }
+
+// examinable: the root holds at least one tree an asked-for layer reads
+// (/sys for layers 1-3, /proc for layer 4).
+func examinable(env *diagnose.Env, root *hostfs.Root, where string) error {
+	trees := map[string][]report.Layer{
+		"/sys":  {report.LayerPCI, report.LayerDriver, report.LayerDevNode},
+		"/proc": {report.LayerCgroup},
+	}
+	var looked []string
+	for _, t := range []string{"/sys", "/proc"} {
+		if !slices.ContainsFunc(trees[t], func(l report.Layer) bool { return wantsLayer(env.Opts.Layers, l) }) {
+			continue
+		}
+		if root.Exists(t) {
+			return nil
+		}
+		looked = append(looked, t)
+	}
+	if len(looked) == 0 {
+		return nil
+	}
+	return usageErr("nothing to examine %s: it has no %s (is it a host's root, with /sys and /proc?)", where, strings.Join(looked, " and no "))
+}
+
+// selectDevices turns --device values into the kernel's address form and
+// refuses one that matches no function, naming those that exist.
+func selectDevices(env *diagnose.Env, devices []string, where string) error {
+	if len(devices) == 0 {
+		return nil
+	}
+	inv, err := env.PCI()
+	if err != nil {
+		return usageErr("--device: the PCI bus %s could not be read: %v", where, err)
+	}
+	var want []string
+	for _, d := range devices {
+		a, err := pci.ParseAddress(strings.TrimSpace(d))
+		if err != nil {
+			return usageErr("--device %q is not a PCI address (want 0000:17:00.0, 17:00.0 or 00000000:17:00.0)", d)
+		}
+		if inv.Lookup(a) == nil {
+			return usageErr("--device %s: no PCI function %s %s; %s", d, a, where, existingFunctions(inv))
+		}
+		if !slices.Contains(want, a.String()) {
+			want = append(want, a.String())
+		}
+	}
+	env.Opts.Devices = want
+	return nil
+}
+
+// existingFunctions names the accelerators, or the first functions when
+// there is none.
+func existingFunctions(inv *pci.Inventory) string {
+	var accel, all []string
+	for _, d := range inv.Devices {
+		all = append(all, d.Address.String())
+		if _, ok := pci.IsAccelerator(d); ok {
+			accel = append(accel, d.Address.String())
+		}
+	}
+	switch {
+	case len(accel) > 0:
+		return "its accelerators are " + strings.Join(accel, ", ")
+	case len(all) == 0:
+		return "it has no PCI function at all"
+	case len(all) > 12:
+		return fmt.Sprintf("it has no accelerator; its %d functions include %s ('accel-doctor pci' lists them)", len(all), strings.Join(all[:12], ", "))
+	}
+	return "it has no accelerator; its functions are " + strings.Join(all, ", ")
 }

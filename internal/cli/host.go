@@ -14,6 +14,9 @@ import (
 // same readers; the source string says which it was.
 func (g *globals) openHost(snapshot string) (root *hostfs.Root, source string, cleanup func(), err error) {
 	cleanup = func() {}
+	if snapshot != "" && g.rootSet {
+		return nil, "", cleanup, usageErr("--root and --snapshot both name what to read: give one (a snapshot holds its own root)")
+	}
 	switch snapshot {
 	case "":
 		root, err = hostfs.New(g.root)

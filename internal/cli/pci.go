@@ -1,14 +1,13 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/accel-doctor/accel-doctor/internal/pci"
+	"github.com/accel-doctor/accel-doctor/internal/report"
 )
 
 // pciRow is the JSON form of one function: the inventory's facts, with
@@ -118,36 +117,10 @@ accelerators are marked with their kind. --accelerators lists only those.`,
 				}
 				rows = append(rows, r)
 			}
-			switch g.output {
-			case "json":
-				enc := json.NewEncoder(g.stdout)
-				enc.SetIndent("", "  ")
-				if rows == nil {
-					rows = []pciRow{}
-				}
-				return enc.Encode(rows)
-			case "text", "":
-			default:
-				return usageErr("pci: unknown output %q (want text or json)", g.output)
+			if rows == nil {
+				rows = []pciRow{}
 			}
-			tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "ADDRESS\tIDS\tCLASS\tNAME\tDRIVER\tNUMA\tIOMMU\tLINK\tACCEL")
-			for _, r := range rows {
-				name := strings.TrimSpace(r.VendorName + " " + r.DeviceName)
-				link := r.LinkCurrent
-				if r.LinkMax != "" && r.LinkMax != r.LinkCurrent {
-					link += " (max " + r.LinkMax + ")"
-				}
-				fmt.Fprintf(tw, "%s\t%s:%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Address, dash(r.Vendor), dash(r.Device), dash(r.Class),
-					dash(name), dash(r.Driver), intOrDash(r.NUMANode), intOrDash(r.IOMMUGroup), dash(link), dash(r.Accelerator))
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			for _, err := range inv.Errors {
-				fmt.Fprintf(g.stderr, "warning: %v\n", err)
-			}
-			return nil
+			return g.renderTable(pciTable(rows, inv.Errors), rows)
 		},
 	}
 	cmd.Flags().StringVar(&snapshot, "snapshot", "", "read a snapshot archive ('demo': the built-in scenario)")
@@ -156,7 +129,33 @@ accelerators are marked with their kind. --accelerators lists only those.`,
 	return cmd
 }
 
-func dash(s string) string {
+// pciTable is the inventory as a table; a function's read errors and the
+// scan's own errors follow it, so that a value the table shows as "-"
+// because it could not be read says so.
+func pciTable(rows []pciRow, scanErrs []error) *report.Table {
+	t := &report.Table{Header: []string{"ADDRESS", "IDS", "CLASS", "NAME", "DRIVER", "NUMA", "IOMMU", "LINK", "ACCEL"}}
+	for _, r := range rows {
+		name := strings.TrimSpace(r.VendorName + " " + r.DeviceName)
+		link := r.LinkCurrent
+		if r.LinkMax != "" && r.LinkMax != r.LinkCurrent {
+			link += " (max " + r.LinkMax + ")"
+		}
+		ids := ""
+		if r.Vendor != "" || r.Device != "" {
+			ids = orDash(r.Vendor) + ":" + orDash(r.Device)
+		}
+		t.Rows = append(t.Rows, []string{r.Address, ids, r.Class, name, r.Driver, intOrDash(r.NUMANode), intOrDash(r.IOMMUGroup), link, r.Accelerator})
+		for _, e := range r.Errors {
+			t.Notes = append(t.Notes, fmt.Sprintf("%s: %s", r.Address, e))
+		}
+	}
+	for _, e := range scanErrs {
+		t.Notes = append(t.Notes, "error: "+e.Error())
+	}
+	return t
+}
+
+func orDash(s string) string {
 	if s == "" {
 		return "-"
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -33,10 +34,11 @@ func usageErr(format string, a ...any) error {
 
 // globals are the flags every command shares.
 type globals struct {
-	root   string
-	output string
-	stdout io.Writer
-	stderr io.Writer
+	root    string
+	rootSet bool // --root given on the command line
+	output  string
+	stdout  io.Writer
+	stderr  io.Writer
 }
 
 // Main runs the command line and returns the exit code: 0 no FAIL, 1 a
@@ -76,6 +78,9 @@ Every diagnosis command is read-only. Only 'sandbox' writes to the host.`,
 		Version:       Version,
 	}
 	root.PersistentFlags().StringVar(&g.root, "root", "/", "read the host through this directory (/host in a pod)")
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
+		g.rootSet = cmd.Flags().Changed("root")
+	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: 2, err: err}
 	})
@@ -89,23 +94,49 @@ Every diagnosis command is read-only. Only 'sandbox' writes to the host.`,
 	return root
 }
 
-// addOutputFlag gives a reporting command its -o/--output flag. It is not
-// persistent because `snapshot -o FILE` names a file.
+// The output formats. Every command that takes -o/--output takes all of
+// them; -o is the format in every command (a file is a positional argument
+// or -f/--file).
+var outputFormats = []string{"text", "json", "markdown"}
+
+// addOutputFlag gives a command its -o/--output flag and checks the value
+// before the command does any work: an unknown format is a usage error,
+// not a report thrown away at the end. Call it after RunE is set.
 func (g *globals) addOutputFlag(cmd *cobra.Command) {
-	cmd.Flags().StringVarP(&g.output, "output", "o", "text", "output format: text, json or markdown")
+	cmd.Flags().StringVarP(&g.output, "output", "o", "text", "output format: "+strings.Join(outputFormats, ", "))
+	run := cmd.RunE
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if g.output == "md" {
+			g.output = "markdown"
+		}
+		if !slices.Contains(outputFormats, g.output) {
+			return usageErr("unknown output %q (want %s)", g.output, strings.Join(outputFormats, ", "))
+		}
+		return run(c, args)
+	}
 }
 
 // render writes a report in the chosen format.
-func (g *globals) render(r *report.Report, problems bool) error {
+func (g *globals) render(r *report.Report, verbose bool) error {
 	switch g.output {
-	case "text", "":
-		return report.WriteText(g.stdout, r, report.TextOptions{Color: colorWanted(g.stdout), Problems: problems})
 	case "json":
 		return report.WriteJSON(g.stdout, r)
-	case "markdown", "md":
+	case "markdown":
 		return report.WriteMarkdown(g.stdout, r)
 	}
-	return usageErr("unknown output %q (want text, json or markdown)", g.output)
+	return report.WriteText(g.stdout, r, report.TextOptions{Color: colorWanted(g.stdout), Verbose: verbose})
+}
+
+// renderTable writes a table (pci, cgroup eval, sandbox) in the chosen
+// format; json is the rows' own JSON document.
+func (g *globals) renderTable(t *report.Table, jsonDoc any) error {
+	switch g.output {
+	case "json":
+		return report.WriteJSONValue(g.stdout, jsonDoc)
+	case "markdown":
+		return report.WriteTableMarkdown(g.stdout, t)
+	}
+	return report.WriteTableText(g.stdout, t)
 }
 
 // colorWanted: colour only on a terminal, and never with NO_COLOR set

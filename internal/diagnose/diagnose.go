@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+	"github.com/accel-doctor/accel-doctor/internal/pci"
 	"github.com/accel-doctor/accel-doctor/internal/report"
 )
 
@@ -39,8 +40,21 @@ type memoEntry struct {
 	err error
 }
 
-// NewEnv returns an environment for one run over root.
+// NewEnv returns an environment for one run over root. Device addresses
+// in opts are put in the kernel's form ("18:00.0", "0000:AB:00.0" and
+// nvidia-smi's "00000000:18:00.0" all name 0000:18:00.0), so that every
+// check compares the same string.
 func NewEnv(root *hostfs.Root, opts Options) *Env {
+	devs := make([]string, 0, len(opts.Devices))
+	for _, d := range opts.Devices {
+		if a, err := pci.ParseAddress(d); err == nil {
+			d = a.String()
+		}
+		if !slices.Contains(devs, d) {
+			devs = append(devs, d)
+		}
+	}
+	opts.Devices = devs
 	return &Env{Root: root, Opts: opts, memo: map[string]memoEntry{}}
 }
 

@@ -135,6 +135,9 @@ func (e *Env) CgroupPolicy() (*cgroup.Policy, error) {
 	})
 }
 
+// targetName says whose policy is judged. Without --pid or --cgroup it is
+// the process behind the root's /proc/self: accel-doctor itself on a live
+// host, the process that took a snapshot in a replay.
 func targetName(e *Env) string {
 	t := e.cgroupTarget()
 	switch {
@@ -142,8 +145,13 @@ func targetName(e *Env) string {
 		return "cgroup " + t.Cgroup
 	case e.Opts.PID > 0:
 		return fmt.Sprintf("pid %d", e.Opts.PID)
+	case e.Root.IsLive():
+		return "accel-doctor's own process"
 	}
-	return "accel-doctor's own process"
+	if m, ok := e.Root.ReadSnapshotMeta(); ok && m.SelfPID > 0 {
+		return fmt.Sprintf("the process that took the snapshot (pid %d then)", m.SelfPID)
+	}
+	return "the process whose /proc/self this root holds"
 }
 
 func checkCgroupMode(e *Env, out *Out) {

@@ -336,7 +336,12 @@ func (r *Root) WriteSnapshot(rec *Recorder, w io.Writer, tool string) (SnapshotM
 	}
 	a.addCoverage(paths)
 	// Nodes from the source's own manifest that were looked at stay too.
-	meta := SnapshotMeta{Format: SnapshotFormat, SelfPID: os.Getpid(), PID: rec.PID, Created: time.Now().UTC().Truncate(time.Second), Tool: tool, Source: r.dir, Nodes: a.man.Len()}
+	meta := SnapshotMeta{Format: SnapshotFormat, PID: rec.PID, Created: time.Now().UTC().Truncate(time.Second), Tool: tool, Source: r.dir, Nodes: a.man.Len()}
+	if r.IsLive() || r.liveTree("/proc") {
+		// /proc/self is then the process taking the snapshot; in a tree it
+		// is whatever the tree holds.
+		meta.SelfPID = os.Getpid()
+	}
 	man := a.man.Format()
 	a.addDir("/.accel-doctor")
 	a.entries[ManifestPath] = &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(ManifestPath, "/"), Mode: 0o444, Size: int64(len(man))}

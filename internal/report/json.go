@@ -1,13 +1,6 @@
 package report
 
-import (
-	"encoding/json"
-	"io"
-)
+import "io"
 
 // WriteJSON writes the report as one JSON document (docs/report-schema.md).
-func WriteJSON(w io.Writer, r *Report) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
+func WriteJSON(w io.Writer, r *Report) error { return WriteJSONValue(w, r) }

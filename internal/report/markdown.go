@@ -22,7 +22,7 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 			if d.NUMANode != nil {
 				numa = fmt.Sprint(*d.NUMANode)
 			}
-			ew.printf("| %s | %s | %s | %s |\n", d.ID, mdEscape(d.Description), mdEscape(d.Driver), numa)
+			ew.printf("| %s | %s | %s | %s |\n", mdEscape(d.ID), mdEscape(d.Description), mdEscape(d.Driver), numa)
 		}
 	}
 	layers, m := byLayer(r)
@@ -30,7 +30,7 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 		ew.printf("\n## Layer %d: %s\n\n| status | subject | finding | code |\n|---|---|---|---|\n", int(l), l.Name())
 		var details []Finding
 		for _, f := range m[l] {
-			ew.printf("| %s | `%s` | %s | `%s` |\n", f.Status, f.Subject, mdEscape(f.Summary), f.Code)
+			ew.printf("| %s | `%s` | %s | `%s` |\n", f.Status, mdCode(f.Subject), mdEscape(f.Summary), f.Code)
 			if f.Status != Pass {
 				details = append(details, f)
 			}
@@ -41,17 +41,39 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 				ew.printf("- not run because: %s\n", mdEscape(f.Reason))
 			}
 			for _, e := range f.Evidence {
-				ew.printf("- evidence: `%s`\n", strings.ReplaceAll(evidenceLine(e), "`", "'"))
+				ew.printf("- evidence: `%s`\n", mdCode(evidenceLine(e)))
 			}
 			if f.Remediation != "" {
-				ew.printf("- fix: %s\n", mdEscape(f.Remediation))
+				ew.printf("- fix: %s\n", mdOurs(f.Remediation))
 			}
 		}
 	}
 	return ew.err
 }
 
+// mdEscape makes host-supplied text safe in a table cell or a line:
+// control characters escaped (see escape.go), pipes and Markdown's
+// inline markup characters backslashed.
 func mdEscape(s string) string {
-	s = strings.ReplaceAll(s, "|", `\|`)
-	return strings.ReplaceAll(s, "\n", " ")
+	s = safeLine(s)
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune("\\|`*_[]<>#", r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// mdOurs is for accel-doctor's own Markdown (a remediation's `commands`):
+// one line, control characters escaped, pipes backslashed.
+func mdOurs(s string) string { return strings.ReplaceAll(safeLine(s), "|", `\|`) }
+
+// mdCode makes text safe inside a `code span`: one line, control
+// characters escaped, no backtick to end the span early, no pipe to end a
+// table cell.
+func mdCode(s string) string {
+	s = strings.ReplaceAll(safeLine(s), "`", "'")
+	return strings.ReplaceAll(s, "|", "\\|")
 }

@@ -2,6 +2,8 @@ package report
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -109,13 +111,30 @@ type Device struct {
 	Description string   `json:"description"`
 }
 
-// Verdict names the first layer with a FAIL.
+// Verdict names the first layer with a FAIL, and says which asked-for
+// layers could not be judged.
 type Verdict struct {
 	Status    Status         `json:"status"`
 	Layer     Layer          `json:"layer,omitempty"`
 	LayerName string         `json:"layer_name,omitempty"`
 	Summary   string         `json:"summary"`
 	Counts    map[Status]int `json:"counts"`
+	// Outcomes is one entry per layer asked for, in layer order.
+	Outcomes []LayerOutcome `json:"outcomes"`
+}
+
+// LayerOutcome is what one layer came to.
+type LayerOutcome struct {
+	Layer Layer `json:"layer"`
+	// Status is the worst status among the layer's judged findings (PASS,
+	// WARN, FAIL); NOT_RUN when every finding of the layer is NOT_RUN; ""
+	// when the layer had nothing to judge (no accelerator for layers 2-3).
+	Status Status `json:"status,omitempty"`
+	Judged int    `json:"judged"`  // findings that are PASS, WARN or FAIL
+	NotRun int    `json:"not_run"` // findings that are NOT_RUN
+	// Reason is why the layer could not be judged, when it could not at
+	// all: the reasons of its NOT_RUN findings.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Report is the result of a run.
@@ -132,7 +151,10 @@ type Report struct {
 	Verdict       Verdict   `json:"verdict"`
 }
 
-// Decide fills in the verdict from the findings.
+// Decide fills in the verdict from the findings. A layer whose every
+// finding is NOT_RUN is named with its reason: a verdict never says "no
+// layer is broken" over a layer it could not look at, and a run that could
+// judge nothing at all is NOT_RUN (exit 2), never PASS.
 func (r *Report) Decide() {
 	v := Verdict{Status: Pass, Counts: map[Status]int{}}
 	for _, f := range r.Findings {
@@ -140,6 +162,18 @@ func (r *Report) Decide() {
 		if f.Status == Fail && (v.Layer == 0 || f.Layer < v.Layer) {
 			v.Layer = f.Layer
 		}
+	}
+	v.Outcomes = r.outcomes()
+	judged, notRun, partial, empty := groupOutcomes(v.Outcomes)
+	var tail []string
+	for _, o := range notRun {
+		tail = append(tail, fmt.Sprintf("layer %d NOT_RUN: %s", int(o.Layer), o.Reason))
+	}
+	for _, o := range partial {
+		tail = append(tail, fmt.Sprintf("%d check(s) of layer %d NOT_RUN", o.NotRun, int(o.Layer)))
+	}
+	if len(empty) > 0 && len(judged) > 0 {
+		tail = append(tail, fmt.Sprintf("nothing to judge in %s", layerList(empty)))
 	}
 	switch {
 	case v.Counts[Fail] > 0:
@@ -152,27 +186,130 @@ func (r *Report) Decide() {
 			}
 		}
 		v.Summary = fmt.Sprintf("first broken layer is %d (%s): %d failure(s) there, %d in all", int(v.Layer), v.Layer.Name(), n, v.Counts[Fail])
+	case len(judged) == 0:
+		v.Status = NotRun
+		v.Summary = "nothing could be judged"
+		if len(r.Findings) == 0 {
+			v.Summary = "nothing was checked"
+		}
 	case v.Counts[Warn] > 0:
 		v.Status = Warn
-		v.Summary = fmt.Sprintf("no layer is broken; %d warning(s)", v.Counts[Warn])
-	case len(r.Findings) == 0:
-		v.Summary = "nothing was checked"
-		v.Status = NotRun
+		v.Summary = fmt.Sprintf("WARN for %s (%d warning(s)), no FAIL", layerList(judged), v.Counts[Warn])
 	default:
-		v.Summary = "no layer is broken"
-		if v.Counts[NotRun] > 0 {
-			v.Summary += fmt.Sprintf("; %d check(s) could not run", v.Counts[NotRun])
-		}
+		v.Summary = "PASS for " + layerList(judged)
+	}
+	if len(tail) > 0 {
+		v.Summary += "; " + strings.Join(tail, "; ")
 	}
 	r.Verdict = v
 }
 
-// ExitCode is 1 when any finding is a FAIL, else 0.
-func (r *Report) ExitCode() int {
+// outcomes sums the findings of every layer asked for (and of any layer
+// that has findings without being asked, which Run does not produce).
+func (r *Report) outcomes() []LayerOutcome {
+	by := map[Layer]*LayerOutcome{}
+	var order []Layer
+	get := func(l Layer) *LayerOutcome {
+		if o, ok := by[l]; ok {
+			return o
+		}
+		by[l] = &LayerOutcome{Layer: l}
+		order = append(order, l)
+		return by[l]
+	}
+	for _, l := range r.Layers {
+		get(l)
+	}
+	reasons := map[Layer][]string{}
 	for _, f := range r.Findings {
-		if f.Status == Fail {
-			return 1
+		o := get(f.Layer)
+		if f.Status == NotRun {
+			o.NotRun++
+			if f.Reason != "" && !slices.Contains(reasons[f.Layer], f.Reason) {
+				reasons[f.Layer] = append(reasons[f.Layer], f.Reason)
+			}
+			continue
+		}
+		o.Judged++
+		if o.Status == "" || f.Status.Worse(o.Status) {
+			o.Status = f.Status
 		}
 	}
-	return 0
+	slices.Sort(order)
+	out := make([]LayerOutcome, 0, len(order))
+	for _, l := range order {
+		o := *by[l]
+		if o.Judged == 0 && o.NotRun > 0 {
+			o.Status = NotRun
+			o.Reason = strings.Join(reasons[l], "; ")
+			if o.Reason == "" {
+				o.Reason = "its checks could not look"
+			}
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+func groupOutcomes(os []LayerOutcome) (judged, notRun, partial, empty []LayerOutcome) {
+	for _, o := range os {
+		switch {
+		case o.Judged > 0:
+			judged = append(judged, o)
+			if o.NotRun > 0 {
+				partial = append(partial, o)
+			}
+		case o.NotRun > 0:
+			notRun = append(notRun, o)
+		default:
+			empty = append(empty, o)
+		}
+	}
+	return
+}
+
+// layerList writes "layer 1", "layers 1-3" or "layers 1, 2 and 4".
+func layerList(os []LayerOutcome) string {
+	if len(os) == 1 {
+		return fmt.Sprintf("layer %d", int(os[0].Layer))
+	}
+	contiguous := true
+	for i := 1; i < len(os); i++ {
+		if os[i].Layer != os[i-1].Layer+1 {
+			contiguous = false
+		}
+	}
+	if contiguous {
+		return fmt.Sprintf("layers %d-%d", int(os[0].Layer), int(os[len(os)-1].Layer))
+	}
+	parts := make([]string, len(os))
+	for i, o := range os {
+		parts[i] = fmt.Sprint(int(o.Layer))
+	}
+	return "layers " + strings.Join(parts[:len(parts)-1], ", ") + " and " + parts[len(parts)-1]
+}
+
+// Exit codes. They follow node-problem-detector's custom-plugin convention
+// (0 OK, 1 NonOK, 2 Unknown) where the meanings meet; docs/report-schema.md ("Exit status") says where they differ.
+const (
+	ExitOK      = 0 // no FAIL
+	ExitProblem = 1 // at least one FAIL
+	ExitUnknown = 2 // nothing could be judged, or a usage or internal error
+)
+
+// ExitCode is ExitProblem when any finding is a FAIL, ExitUnknown when
+// nothing could be judged, else ExitOK.
+func (r *Report) ExitCode() int {
+	switch r.Verdict.Status {
+	case Fail:
+		return ExitProblem
+	case NotRun:
+		return ExitUnknown
+	}
+	for _, f := range r.Findings {
+		if f.Status == Fail {
+			return ExitProblem
+		}
+	}
+	return ExitOK
 }

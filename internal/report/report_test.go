@@ -74,12 +74,16 @@ func TestTextGolden(t *testing.T) {
 	if strings.Contains(b.String(), "\x1b[") {
 		t.Error("colour without Color")
 	}
+	if strings.Contains(b.String(), "PCI_ACCEL_PRESENT") || !strings.Contains(b.String(), "PCI_LINK_DEGRADED") {
+		t.Errorf("the default lists problems only:\n%s", b.String())
+	}
 	golden(t, "sample.txt.golden", b.Bytes())
 	b.Reset()
-	WriteText(&b, sample(), TextOptions{Problems: true})
-	if strings.Contains(b.String(), "PCI_ACCEL_PRESENT") || !strings.Contains(b.String(), "PCI_LINK_DEGRADED") {
-		t.Errorf("--problems output:\n%s", b.String())
+	WriteText(&b, sample(), TextOptions{Verbose: true})
+	if !strings.Contains(b.String(), "PCI_ACCEL_PRESENT") || !strings.Contains(b.String(), "PCI_LINK_DEGRADED") {
+		t.Errorf("--verbose output:\n%s", b.String())
 	}
+	golden(t, "sample-verbose.txt.golden", b.Bytes())
 	b.Reset()
 	WriteText(&b, sample(), TextOptions{Color: true})
 	if !strings.Contains(b.String(), ansiRed) {

@@ -10,8 +10,11 @@ import (
 
 // TextOptions shape the text renderer.
 type TextOptions struct {
-	Color    bool // ANSI colours; the CLI sets it only on a terminal without NO_COLOR
-	Problems bool // leave out PASS lines
+	Color bool // ANSI colours; the CLI sets it only on a terminal without NO_COLOR
+	// Verbose lists every finding, PASS included. Without it the report
+	// shows the problems (FAIL, WARN, NOT_RUN) with their evidence, then one
+	// line per device that had none.
+	Verbose bool
 }
 
 const (
@@ -45,15 +48,9 @@ type group struct {
 // group) and subject: host first, then devices by address, then the rest in
 // the order they came.
 func groupsOf(r *Report, fs []Finding) []group {
-	owner := map[string]string{}
+	owner := ownerOf(r)
 	titles := map[string]string{"host": "host"}
 	for _, d := range r.Devices {
-		owner[d.ID] = d.ID
-		for _, n := range d.Nodes {
-			if _, taken := owner[n]; !taken {
-				owner[n] = d.ID
-			}
-		}
 		titles[d.ID] = deviceTitle(d)
 	}
 	idx := map[string]int{}
@@ -97,6 +94,21 @@ func groupsOf(r *Report, fs []Finding) []group {
 	return gs
 }
 
+// ownerOf maps each device's ID and nodes to the device's ID (a node
+// shared by several devices belongs to the first).
+func ownerOf(r *Report) map[string]string {
+	owner := map[string]string{}
+	for _, d := range r.Devices {
+		owner[d.ID] = d.ID
+		for _, n := range d.Nodes {
+			if _, taken := owner[n]; !taken {
+				owner[n] = d.ID
+			}
+		}
+	}
+	return owner
+}
+
 func deviceTitle(d Device) string {
 	t := d.ID
 	if d.Description != "" {
@@ -129,29 +141,61 @@ func byLayer(r *Report) ([]Layer, map[Layer][]Finding) {
 	return ls, m
 }
 
-// WriteText renders the report for a person at a terminal: one line per
-// check and subject, grouped by layer and device, aligned like
-// virt-host-validate, with evidence and the fix under every line that is
-// not a PASS.
+// WriteText renders the report for a person at a terminal: the verdict
+// and the problems first (at 2 a.m. they matter before the full listing),
+// then the problems' evidence and fixes layer by layer and device by device,
+// aligned like virt-host-validate, then one line per healthy device. With
+// Verbose every PASS is listed in place instead. Everything that came from
+// the host is printed with its control characters escaped.
 func WriteText(w io.Writer, r *Report, o TextOptions) error {
-	ew := &errWriter{w: w}
-	paint := func(code, s string) string {
-		if !o.Color {
-			return s
-		}
-		return code + s + ansiReset
+	t := &textWriter{errWriter: errWriter{w: w}, r: r, o: o}
+	t.header()
+	t.problemList()
+	t.layers()
+	if !o.Verbose {
+		t.healthy()
 	}
-	ew.printf("%s\n", paint(ansiBold, fmt.Sprintf("accel-doctor %s: %s", r.Command, r.Source)))
+	t.printf("\n%s\n", t.paint(ansiBold+r.Verdict.Status.colour(), verdictLine(r)))
+	t.printf("%s\n", countsLine(r.Verdict.Counts))
+	if !o.Verbose && r.Verdict.Counts[Pass] > 0 {
+		t.printf("(--verbose lists every check that passed; accel-doctor explain CODE says more)\n")
+	}
+	return t.err
+}
+
+type textWriter struct {
+	errWriter
+	r     *Report
+	o     TextOptions
+	width int
+}
+
+func (t *textWriter) paint(code, s string) string {
+	if !t.o.Color {
+		return s
+	}
+	return code + s + ansiReset
+}
+
+func verdictLine(r *Report) string {
+	return fmt.Sprintf("Verdict: %s: %s", r.Verdict.Status, safeLine(r.Verdict.Summary))
+}
+
+func (t *textWriter) header() {
+	r := t.r
+	t.printf("%s\n", t.paint(ansiBold, fmt.Sprintf("accel-doctor %s: %s", r.Command, safeLine(r.Source))))
 	switch {
 	case len(r.Devices) > 0:
-		ew.printf("accelerators: %s\n", summarizeDevices(r.Devices))
+		t.printf("accelerators: %s\n", safeLine(summarizeDevices(r.Devices)))
 	case len(r.Layers) == 0 || slices.Contains(r.Layers, LayerPCI):
-		ew.printf("accelerators: none found\n")
+		t.printf("accelerators: none found\n")
 	}
-	// The conclusion first: at 2 a.m. the verdict and the problems matter
-	// before the full listing.
+}
+
+// problemList prints the verdict and one line per FAIL and WARN.
+func (t *textWriter) problemList() {
 	var problems []Finding
-	for _, f := range r.Findings {
+	for _, f := range t.r.Findings {
 		if f.Status == Fail || f.Status == Warn {
 			problems = append(problems, f)
 		}
@@ -162,76 +206,111 @@ func WriteText(w io.Writer, r *Report, o TextOptions) error {
 		}
 		return problems[i].Layer < problems[j].Layer
 	})
-	if len(problems) > 0 {
-		ew.printf("%s\n", paint(ansiBold+r.Verdict.Status.colour(), fmt.Sprintf("Verdict: %s: %s", r.Verdict.Status, r.Verdict.Summary)))
-		for _, f := range problems {
-			line := f.Summary
-			if f.Subject != "host" && !strings.Contains(line, f.Subject) {
-				line = f.Subject + ": " + line
-			}
-			ew.printf("  %s %-28s layer %d  %s\n", paint(f.Status.colour(), fmt.Sprintf("%-4s", f.Status)), f.Code, int(f.Layer), line)
+	t.printf("%s\n", t.paint(ansiBold+t.r.Verdict.Status.colour(), verdictLine(t.r)))
+	for _, f := range problems {
+		line := f.Summary
+		if f.Subject != "host" && !strings.Contains(line, f.Subject) {
+			line = f.Subject + ": " + line
 		}
+		t.printf("  %s %-28s layer %d  %s\n", t.paint(f.Status.colour(), fmt.Sprintf("%-4s", f.Status)), f.Code, int(f.Layer), safeLine(line))
 	}
+}
+
+// shown reports whether a finding gets its own line.
+func (t *textWriter) shown(f Finding) bool { return t.o.Verbose || f.Status != Pass }
+
+func (t *textWriter) layers() {
 	ids := map[string]bool{"host": true}
-	for _, d := range r.Devices {
+	for _, d := range t.r.Devices {
 		ids[d.ID] = true
 	}
-	width := 0
-	for _, f := range r.Findings {
+	for _, f := range t.r.Findings {
 		n := len(f.Summary)
 		if !ids[f.Subject] {
 			n += len(f.Subject) + 2
 		}
-		if n > width {
-			width = n
+		if t.shown(f) && n > t.width {
+			t.width = n
 		}
 	}
-	if width > 76 {
-		width = 76
-	}
-	layers, m := byLayer(r)
+	t.width = min(t.width, 76)
+	layers, m := byLayer(t.r)
 	for _, l := range layers {
-		fs := m[l]
-		if o.Problems && allPass(fs) {
+		if !slices.ContainsFunc(m[l], t.shown) {
 			continue
 		}
-		ew.printf("\n%s\n", paint(ansiBold, fmt.Sprintf("Layer %d: %s", int(l), l.Name())))
-		for _, g := range groupsOf(r, fs) {
-			if o.Problems && allPass(g.findings) {
+		t.printf("\n%s\n", t.paint(ansiBold, fmt.Sprintf("Layer %d: %s", int(l), l.Name())))
+		for _, g := range groupsOf(t.r, m[l]) {
+			if !slices.ContainsFunc(g.findings, t.shown) {
 				continue
 			}
-			ew.printf("  %s\n", g.title)
+			t.printf("  %s\n", safeLine(g.title))
 			for _, f := range g.findings {
-				if o.Problems && f.Status == Pass {
-					continue
-				}
-				line := f.Summary
-				if f.Subject != "host" && !strings.HasPrefix(g.title, f.Subject) && !strings.Contains(line, f.Subject) {
-					line = f.Subject + ": " + line
-				}
-				st := paint(f.Status.colour(), fmt.Sprintf("%-7s", f.Status))
-				ew.printf("    %-*s : %s %s\n", width, line, st, paint(ansiGrey, f.Code))
-				if f.Status == Pass {
-					continue
-				}
-				if f.Reason != "" {
-					ew.printf("        why not run: %s\n", f.Reason)
-				}
-				for _, e := range f.Evidence {
-					ew.printf("        %s\n", evidenceLine(e))
-				}
-				if f.Remediation != "" {
-					ew.printf("        fix: %s\n", f.Remediation)
+				if t.shown(f) {
+					t.finding(g, f)
 				}
 			}
 		}
 	}
-	ew.printf("\n%s\n", paint(ansiBold+r.Verdict.Status.colour(), fmt.Sprintf("Verdict: %s: %s", r.Verdict.Status, r.Verdict.Summary)))
-	ew.printf("%s\n", countsLine(r.Verdict.Counts))
-	if !o.Problems && r.Verdict.Counts[Pass] > 0 && r.Verdict.Counts[Pass] < len(r.Findings) {
-		ew.printf("(--problems leaves out the checks that passed; accel-doctor explain CODE says more)\n")
+}
+
+func (t *textWriter) finding(g group, f Finding) {
+	line := f.Summary
+	if f.Subject != "host" && !strings.HasPrefix(g.title, f.Subject) && !strings.Contains(line, f.Subject) {
+		line = f.Subject + ": " + line
 	}
-	return ew.err
+	st := t.paint(f.Status.colour(), fmt.Sprintf("%-7s", f.Status))
+	t.printf("    %-*s : %s %s\n", t.width, safeLine(line), st, t.paint(ansiGrey, f.Code))
+	if f.Status == Pass {
+		return
+	}
+	if f.Reason != "" {
+		t.printf("        why not run: %s\n", safeLine(f.Reason))
+	}
+	for _, e := range f.Evidence {
+		t.printf("        %s\n", evidenceLine(e))
+	}
+	if f.Remediation != "" {
+		t.printf("        fix: %s\n", safeLine(f.Remediation))
+	}
+}
+
+// healthy prints one line per device none of whose findings is a problem,
+// and one for the host's own passing checks.
+func (t *textWriter) healthy() {
+	type tally struct{ pass, other int }
+	per := map[string]*tally{}
+	owner := ownerOf(t.r)
+	for _, f := range t.r.Findings {
+		id, ok := owner[f.Subject]
+		if !ok {
+			id = "host"
+		}
+		if per[id] == nil {
+			per[id] = &tally{}
+		}
+		if f.Status == Pass {
+			per[id].pass++
+		} else {
+			per[id].other++
+		}
+	}
+	var lines []string
+	for _, d := range t.r.Devices {
+		if c := per[d.ID]; c != nil && c.other == 0 {
+			lines = append(lines, fmt.Sprintf("%s: %d check(s) PASS", deviceTitle(d), c.pass))
+		}
+	}
+	if c := per["host"]; c != nil && c.pass > 0 {
+		lines = append(lines, fmt.Sprintf("host: %d other check(s) PASS", c.pass))
+	}
+	if len(lines) == 0 {
+		return
+	}
+	t.printf("\n%s\n", t.paint(ansiBold, "Healthy"))
+	for _, l := range lines {
+		t.printf("  %s\n", safeLine(l))
+	}
 }
 
 func allPass(fs []Finding) bool {
@@ -244,11 +323,11 @@ func allPass(fs []Finding) bool {
 }
 
 func evidenceLine(e Evidence) string {
-	v := strings.ReplaceAll(strings.TrimRight(e.Value, "\n"), "\n", "\n          ")
+	v := strings.ReplaceAll(safeBlock(strings.TrimRight(e.Value, "\n")), "\n", "\n          ")
 	if e.Path == "" {
 		return v
 	}
-	return e.Path + ": " + v
+	return safeLine(e.Path) + ": " + v
 }
 
 func countsLine(c map[Status]int) string {
