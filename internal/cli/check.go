@@ -143,7 +143,9 @@ func preflight(env *diagnose.Env, root *hostfs.Root, snapshot string, devices []
 	return nil
 }
 
-func wantsLayer(ls []report.Layer, l report.Layer) bool { return len(ls) == 0 || slices.Contains(ls, l) }
+func wantsLayer(ls []report.Layer, l report.Layer) bool {
+	return len(ls) == 0 || slices.Contains(ls, l)
+}
 
 // examinable: the root holds at least one tree an asked-for layer reads
 // (/sys for layers 1-3, /proc for layer 4).
