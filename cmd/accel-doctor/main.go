@@ -3,10 +3,7 @@
 package main
 
 import (
-	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/accel-doctor/accel-doctor/internal/cgroup"
 	"github.com/accel-doctor/accel-doctor/internal/cli"
@@ -19,8 +16,5 @@ func main() {
 	if cgroup.SandboxTrampolineMain() {
 		return
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	os.Exit(cli.Run(os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -33,7 +33,7 @@ func (g *globals) openHost(snapshot string) (root *hostfs.Root, source string, c
 		if err != nil {
 			return nil, "", func() {}, fmt.Errorf("built-in demo: %w", err)
 		}
-		return root, "built-in demo snapshot: " + demo.Description, cleanup, nil
+		return root, "built-in demo snapshot: " + demo.Description, atExit(cleanup), nil
 	}
 	f, err := os.Open(snapshot)
 	if err != nil {
@@ -44,12 +44,17 @@ func (g *globals) openHost(snapshot string) (root *hostfs.Root, source string, c
 	if err != nil {
 		return nil, "", func() {}, usageErr("%s: %v", snapshot, err)
 	}
+	cleanup = atExit(cleanup)
 	src := "snapshot " + snapshot
 	if m, ok := root.ReadSnapshotMeta(); ok {
 		src += fmt.Sprintf(" (captured %s from %s)", m.Created.Format("2006-01-02 15:04 MST"), m.Source)
 	}
 	return root, src, cleanup, nil
 }
+
+// removeUnpacked removes snapshot directories still being unpacked when a
+// signal ends the process.
+var removeUnpacked = func() {}
 
 // snapshotName is what a report calls the root of a snapshot: the archive,
 // not the temporary directory it was unpacked to ("" for a --root).

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -52,6 +53,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	err := cmd.ExecuteContext(ctx)
 	if err == nil {
 		return 0
+	}
+	if isBrokenPipe(err) {
+		return 128 + int(syscall.SIGPIPE) // what a shell shows for a reader that left
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {

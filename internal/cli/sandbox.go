@@ -69,6 +69,9 @@ With CMD, the exit status is CMD's (128+N when signal N killed it).
 
 ` + cgroup.SandboxRulesHelp,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// A signal cancels the context; RunSandbox kills what runs in
+			// the cgroup and removes it before we exit.
+			handlesCancel.Store(true)
 			if v1 && v2 {
 				return usageErr("choose one of --v1 and --v2")
 			}

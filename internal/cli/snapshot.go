@@ -13,54 +13,96 @@ import (
 
 func newSnapshotCmd(g *globals) *cobra.Command {
 	var (
-		out  string
-		opts diagnose.Options
+		file, legacy string
+		opts         diagnose.Options
 	)
 	cmd := &cobra.Command{
-		Use:   "snapshot -o FILE",
+		Use:   "snapshot FILE|-",
 		Short: "Capture exactly what the readers read into one archive, for a bug report",
 		Long: `snapshot runs every reader of 'check' over the host (read-only) and writes
 the files, directory listings and symlinks they read, plus a manifest of the
 device nodes they looked at, into one .tar.gz; the BPF device programs
 read from the kernel are kept too (.accel-doctor/captured), so a replay
-decides cgroup v2 access as the live host did. Process environments, keys
-and credentials are never captured. 'check --snapshot FILE' replays it
-through the same code. With --pid (and --spec) it also captures a
-container's cgroups, the nodes its /dev holds and its OCI spec, for
-'check --snapshot FILE --pid PID'. It writes only FILE.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if out == "" {
-				return usageErr("snapshot needs -o FILE")
+decides cgroup v2 access as the live host did, and so is what it looked for
+and did not find, so a replay can tell "absent on the host" from "not
+captured". Process environments, command lines, keys and credentials are
+never captured. 'check --snapshot FILE' replays it through the same code.
+With --pid (and --spec) it also captures a container's cgroups, the nodes
+its /dev holds and its OCI spec, for 'check --snapshot FILE --pid PID'.
+It writes only FILE ('-': standard output).`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			out, err := snapshotTarget(file, legacy, args)
+			if err != nil {
+				return err
 			}
 			root, err := hostfs.New(g.root)
 			if err != nil {
 				return usageErr("%v", err)
 			}
 			rec := root.Record()
+			rec.PID = opts.PID
 			env := diagnose.NewEnv(root, opts)
 			diagnose.Run(env, diagnose.Registry(), diagnose.Meta{Command: "snapshot"})
-			tmp, err := os.CreateTemp(filepath.Dir(out), ".snapshot-*")
+			meta, err := writeSnapshot(g, root, rec, out)
 			if err != nil {
 				return err
 			}
-			defer os.Remove(tmp.Name())
-			meta, err := root.WriteSnapshot(rec, tmp, "accel-doctor "+Version)
-			if cerr := tmp.Close(); err == nil {
-				err = cerr
+			name := out
+			if out == "-" {
+				name = "standard output"
 			}
-			if err != nil {
-				return err
-			}
-			if err := os.Rename(tmp.Name(), out); err != nil {
-				return err
-			}
-			fmt.Fprintf(g.stderr, "wrote %s: %d files, %d device nodes from %s\n", out, meta.Files, meta.Nodes, meta.Source)
+			fmt.Fprintf(g.stderr, "wrote %s: %d files, %d device nodes from %s\n", name, meta.Files, meta.Nodes, meta.Source)
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&out, "output", "o", "", "the archive to write (.tar.gz)")
-	cmd.Flags().IntVar(&opts.PID, "pid", 0, "also capture this process's cgroups and what its /dev holds (replay with check --pid)")
-	cmd.Flags().StringVar(&opts.Spec, "spec", "", "also capture this OCI config.json (replay with check --spec)")
+	f := cmd.Flags()
+	f.StringVarP(&file, "file", "f", "", "the archive to write (.tar.gz; '-': standard output); or give it as the argument")
+	f.StringVarP(&legacy, "output", "o", "", "the archive to write")
+	f.MarkDeprecated("output", "give the archive as the argument or with -f/--file (-o is the output format in every other command)")
+	f.IntVar(&opts.PID, "pid", 0, "also capture this process's cgroups and what its /dev holds (replay with check --pid)")
+	f.StringVar(&opts.Spec, "spec", "", "also capture this OCI config.json (replay with check --spec)")
 	return cmd
+}
+
+// snapshotTarget is the one archive named by the argument, -f or the old
+// -o.
+func snapshotTarget(file, legacy string, args []string) (string, error) {
+	var named []string
+	for _, v := range append([]string{file, legacy}, args...) {
+		if v != "" {
+			named = append(named, v)
+		}
+	}
+	switch len(named) {
+	case 0:
+		return "", usageErr("snapshot needs the archive to write: accel-doctor snapshot FILE (or - for standard output)")
+	case 1:
+		return named[0], nil
+	}
+	return "", usageErr("snapshot writes one archive; got %d: %v", len(named), named)
+}
+
+// writeSnapshot writes the archive to standard output, or to a temporary
+// file beside out that is renamed over it when complete (and removed on
+// any exit path otherwise).
+func writeSnapshot(g *globals, root *hostfs.Root, rec *hostfs.Recorder, out string) (hostfs.SnapshotMeta, error) {
+	tool := "accel-doctor " + Version
+	if out == "-" {
+		return root.WriteSnapshot(rec, g.stdout, tool)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(out), ".snapshot-*")
+	if err != nil {
+		return hostfs.SnapshotMeta{}, err
+	}
+	remove := atExit(func() { os.Remove(tmp.Name()) })
+	defer remove()
+	meta, err := root.WriteSnapshot(rec, tmp, tool)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return meta, err
+	}
+	return meta, os.Rename(tmp.Name(), out)
 }

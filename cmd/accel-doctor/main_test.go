@@ -1,0 +1,271 @@
+package main
+
+// These tests drive the built binary as a user would: the exit status, the
+// words printed, and what is left on disk. The binary is built once per
+// test run, the way the README builds it (CGO_ENABLED=0: a static binary
+// that runs in any pod).
+
+import (
+	"bytes"
+	"debug/buildinfo"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "accel-doctor-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	bin = filepath.Join(dir, "accel-doctor")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.Exit(2)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const hosts = "../../testdata/hosts/"
+
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func runBin(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return result{o.String(), e.String(), code}
+}
+
+// A static binary: no program interpreter, no dynamic section, and the
+// build says CGO_ENABLED=0.
+func TestBinaryIsStatic(t *testing.T) {
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+			t.Errorf("the binary has a %s program header: it is dynamically linked", p.Type)
+		}
+	}
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cgo := ""
+	for _, s := range info.Settings {
+		if s.Key == "CGO_ENABLED" {
+			cgo = s.Value
+		}
+	}
+	if cgo != "0" {
+		t.Errorf("CGO_ENABLED=%q in the build info, want 0", cgo)
+	}
+}
+
+// Every address form names the same function (issue: lspci's short form,
+// upper case and nvidia-smi's 8-digit domain each gave "accelerators:
+// none found ... PASS").
+func TestDeviceAddressForms(t *testing.T) {
+	for _, form := range []string{"0000:ab:00.0", "ab:00.0", "0000:AB:00.0", "00000000:ab:00.0", "AB:00.0"} {
+		r := runBin(t, nil, "check", "--snapshot", "demo", "--device", form)
+		if r.code != 1 || !strings.Contains(r.stdout, "accelerators: NVIDIA GH100") ||
+			!strings.Contains(r.stdout, "required node /dev/nvidia5 of 0000:ab:00.0 is missing") {
+			t.Errorf("--device %s: exit %d\n%s%s", form, r.code, r.stdout, r.stderr)
+		}
+		if strings.Contains(r.stdout, "0000:18:00.0") {
+			t.Errorf("--device %s: the report speaks of another GPU", form)
+		}
+	}
+	r := runBin(t, nil, "check", "--snapshot", "demo", "--device", "fe:1f.7")
+	if r.code != 2 || !strings.Contains(r.stderr, "no PCI function 0000:fe:1f.7") || !strings.Contains(r.stderr, "0000:18:00.0") || r.stdout != "" {
+		t.Errorf("unknown address: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = runBin(t, nil, "check", "--snapshot", "demo", "--device", "nvidia0")
+	if r.code != 2 || !strings.Contains(r.stderr, "not a PCI address") {
+		t.Errorf("not an address: exit %d %q", r.code, r.stderr)
+	}
+}
+
+// A run whose target cannot be examined is a usage error before any work,
+// never "Verdict: PASS".
+func TestNothingToExamineIsAnError(t *testing.T) {
+	empty := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"check", "--root", empty}, "nothing to examine"},
+		{[]string{"check", "--pid", "999999999"}, "no process 999999999"},
+		{[]string{"check", "--snapshot", "demo", "--pid", "999"}, "no process 999 in snapshot demo"},
+		{[]string{"check", "--cgroup", "/accel-doctor-no-such-cgroup"}, "no such cgroup"},
+		{[]string{"check", "--pid", "1", "--cgroup", "/"}, "give one"},
+		{[]string{"check", "--root", hosts + "kvm-virtio", "--snapshot", "demo"}, "--root and --snapshot"},
+		{[]string{"check", "--snapshot", "demo", "--spec", "/no/such/config.json"}, "no such file"},
+		{[]string{"cgroup", "eval", "--snapshot", "demo", "--pid", "999"}, "pid 999"},
+	} {
+		r := runBin(t, nil, c.args...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.says) || strings.Contains(r.stdout, "Verdict") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q (want exit 2 saying %q)", c.args, r.code, r.stdout, r.stderr, c.says)
+		}
+	}
+}
+
+// Flags that behave: -o is checked before any work and every listed format
+// works; snapshot writes to standard output with "-".
+func TestOutputFormats(t *testing.T) {
+	tmp := t.TempDir()
+	r := runBin(t, []string{"TMPDIR=" + tmp}, "check", "--snapshot", "demo", "-o", "yaml")
+	if r.code != 2 || !strings.Contains(r.stderr, `unknown output "yaml"`) || r.stdout != "" {
+		t.Errorf("-o yaml: exit %d %q %q", r.code, r.stdout, r.stderr)
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("-o yaml unpacked the demo before refusing: %v", left)
+	}
+	for _, args := range [][]string{
+		{"check", "--snapshot", "demo"}, {"pci", "--snapshot", "demo"},
+		{"cgroup", "eval", "--root", hosts + "nvidia-h100x8-k8s-cgroupv1", "--pid", "4242"},
+	} {
+		for _, format := range []string{"text", "json", "markdown"} {
+			r := runBin(t, nil, append(args, "-o", format)...)
+			if r.code == 2 || r.stdout == "" {
+				t.Errorf("%v -o %s: exit %d: %s", args, format, r.code, r.stderr)
+				continue
+			}
+			switch format {
+			case "json":
+				if !strings.HasPrefix(strings.TrimSpace(r.stdout), "{") && !strings.HasPrefix(strings.TrimSpace(r.stdout), "[") {
+					t.Errorf("%v -o json is not JSON:\n%s", args, r.stdout)
+				}
+			case "markdown":
+				if !strings.Contains(r.stdout, "|---|") {
+					t.Errorf("%v -o markdown has no table:\n%s", args, r.stdout)
+				}
+			}
+		}
+	}
+	r = runBin(t, nil, "snapshot", "--root", hosts+"kvm-virtio", "-")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "\x1f\x8b") {
+		t.Errorf("snapshot -: exit %d, stdout starts %q, stderr %q", r.code, r.stdout[:min(4, len(r.stdout))], r.stderr)
+	}
+	if _, err := os.Stat("-"); err == nil {
+		t.Error(`snapshot - wrote a file named "-"`)
+	}
+}
+
+// `check --snapshot demo | head -1`, 20 times, leaves nothing behind.
+func TestNothingLeftBehindByAClosedPipe(t *testing.T) {
+	tmp := t.TempDir()
+	for i := 0; i < 20; i++ {
+		cmd := exec.Command("sh", "-c", bin+" check --snapshot demo --verbose | head -1")
+		cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+		out, err := cmd.Output()
+		if err != nil || !strings.HasPrefix(string(out), "accel-doctor check: built-in demo") {
+			t.Fatalf("run %d: %v %q", i, err, out)
+		}
+	}
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("left behind: %v", names(left))
+	}
+}
+
+// SIGINT and SIGTERM end a run at once, with 130 and 143, and remove its
+// temporary files, even while it is blocked writing to a pipe nobody
+// reads.
+func TestSignalsEndARunAndCleanUp(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		tmp := t.TempDir()
+		cmd := exec.Command(bin, "check", "--snapshot", "demo", "-o", "json")
+		cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// One page of pipe buffer: the JSON report (60 KB) cannot fit.
+		if _, err := unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, 4096); err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdout = pw
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pw.Close()
+		// Wait until the unpacked snapshot exists and the writer is stuck.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			left, _ := os.ReadDir(tmp)
+			if len(left) > 0 && blockedInWrite(cmd.Process.Pid) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%v: the run never blocked with its snapshot unpacked", sig)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		start := time.Now()
+		cmd.Process.Signal(sig)
+		err = cmd.Wait()
+		took := time.Since(start)
+		pr.Close()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 128+int(sig) {
+			t.Errorf("%v: %v, want exit %d", sig, err, 128+int(sig))
+		}
+		t.Logf("%v: exited %v after the signal", sig, took)
+		if left, _ := os.ReadDir(tmp); len(left) != 0 {
+			t.Errorf("%v: left behind %v", sig, names(left))
+		}
+	}
+}
+
+// blockedInWrite: the process's main thread sleeps in a pipe write
+// (wchan pipe_write), or any of its threads does.
+func blockedInWrite(pid int) bool {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/wchan", pid))
+	for _, w := range tasks {
+		if b, _ := os.ReadFile(w); strings.Contains(string(b), "pipe_write") {
+			return true
+		}
+	}
+	return false
+}
+
+func names(es []os.DirEntry) []string {
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Name())
+	}
+	return out
+}

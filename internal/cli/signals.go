@@ -1,0 +1,99 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+// Run is the program: Main with the process's signals handled. It returns
+// the exit status.
+//
+// Diagnosis commands hold nothing worth finishing when they are told to
+// stop, only temporary files (an unpacked snapshot, a snapshot being
+// written): on SIGINT or SIGTERM they are removed and the process exits at
+// once with 128+N (130, 143), whatever the command was doing, even blocked
+// writing to a pipe nobody reads. The sandbox is the exception: it has a
+// cgroup to empty and remove, so it takes the signal as a cancelled
+// context and returns through its own cleanup (commands say so with
+// handlesCancel). SIGPIPE is caught too, so that `accel-doctor check | head
+// -1` turns the write error into a clean exit (141) after the same cleanup
+// instead of dying with the files still there; so is a panic.
+func Run(args []string, stdout, stderr io.Writer) (code int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigc := make(chan os.Signal, 2)
+	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
+	defer signal.Stop(sigc)
+	go onSignals(sigc, cancel)
+	defer func() {
+		if p := recover(); p != nil {
+			runCleanups()
+			fmt.Fprintf(stderr, "accel-doctor: internal error: %v\n%s", p, debug.Stack())
+			code = 2
+		}
+	}()
+	code = Main(ctx, args, stdout, stderr)
+	runCleanups()
+	return code
+}
+
+// handlesCancel is set by a command that turns a cancelled context into
+// its own orderly cleanup (the sandbox).
+var handlesCancel atomic.Bool
+
+func onSignals(sigc <-chan os.Signal, cancel context.CancelFunc) {
+	for sig := range sigc {
+		if sig == syscall.SIGPIPE {
+			// The write that raised it returns EPIPE; Main turns that into
+			// exit 141.
+			continue
+		}
+		cancel()
+		if handlesCancel.Load() {
+			// A second signal does not wait for the sandbox either.
+			handlesCancel.Store(false)
+			continue
+		}
+		runCleanups()
+		os.Exit(128 + int(sig.(syscall.Signal)))
+	}
+}
+
+// The process-wide list of temporary things to remove on every exit path.
+var cleanups struct {
+	mu  sync.Mutex
+	fns []func()
+}
+
+// atExit registers fn to run once when the process ends: normally, on a
+// signal or on a panic. The returned function runs it now (and only once).
+func atExit(fn func()) (runNow func()) {
+	once := sync.OnceFunc(fn)
+	cleanups.mu.Lock()
+	cleanups.fns = append(cleanups.fns, once)
+	cleanups.mu.Unlock()
+	return once
+}
+
+func runCleanups() {
+	cleanups.mu.Lock()
+	fns := cleanups.fns
+	cleanups.fns = nil
+	cleanups.mu.Unlock()
+	for _, f := range fns {
+		f()
+	}
+	removeUnpacked()
+}
+
+// isBrokenPipe reports a write to a closed pipe (the reader of our output
+// went away: `| head`).
+func isBrokenPipe(err error) bool { return errors.Is(err, syscall.EPIPE) }
