@@ -24,7 +24,7 @@ var coreCodes = []Code{{
 	Explain: `A check of accel-doctor panicked. The other checks still ran and their
 findings stand; this one could not look, so it is NOT_RUN. The evidence holds
 the stack trace.`,
-	Remediation: "Report a bug with the output of `accel-doctor snapshot -o snap.tar.gz` and this report.",
+	Remediation: "Report a bug with the output of `accel-doctor snapshot snap.tar.gz` and this report.",
 }}
 
 // catalogs is the explicit list of every layer's codes.

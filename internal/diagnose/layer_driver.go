@@ -129,7 +129,7 @@ nothing to compare with the kernel module. This is normal on a host without
 the user-space driver installed: containers may bring their own via CDI
 specs or the NVIDIA container toolkit, which mount the host's libraries, so
 the check belongs to the container then.`,
-	Remediation: "If the host should have the user-space driver, install the driver package matching the kernel module (the same version as in /proc/driver/nvidia/version) and run `ldconfig`; otherwise check inside the container with `accel-doctor container` or `accel-doctor probe`.",
+	Remediation: "If the host should have the user-space driver, install the driver package matching the kernel module (the same version as in /proc/driver/nvidia/version) and run `ldconfig`; if only containers need it, the runtime must inject it (CDI specs or the NVIDIA container toolkit mount the host's libraries into the container).",
 }, {
 	Code: CodeDriverNVIDIAProc, Layer: report.LayerDriver,
 	Title: "/proc/driver/nvidia/version is missing while nvidia is bound",
