@@ -233,7 +233,10 @@ func TestSnapshotRedactsSpecEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b = bytes.Replace(b, []byte(`"cwd": "/"`), []byte(`"cwd": "/", "env": ["PATH=/usr/bin", "HF_TOKEN=hf_s3cr3t_value"]`), 1)
+	b = bytes.Replace(b, []byte(`"cwd": "/"`), []byte(`"cwd": "/", "env": ["PATH=/usr/bin", "HF_TOKEN=hf_s3cr3t_value"],
+		"args": ["/bin/serve", "--api-key=arg_s3cr3t_value"]`), 1)
+	b = bytes.Replace(b, []byte(`"linux"`), []byte(`"hooks": {"prestart": [{"path": "/usr/bin/hook",
+		"args": ["hook", "--password=hook_s3cr3t_value"], "env": ["T=hookenv_s3cr3t_value"]}]}, "linux"`), 1)
 	if err := os.WriteFile(filepath.Join(host, spec), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -245,8 +248,13 @@ func TestSnapshotRedactsSpecEnv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bytes.Contains(raw, []byte("hf_s3cr3t_value")) {
-		t.Error("the snapshot holds a container environment value")
+	for _, secret := range []string{"hf_s3cr3t_value", "arg_s3cr3t_value", "hook_s3cr3t_value", "hookenv_s3cr3t_value"} {
+		if bytes.Contains(raw, []byte(secret)) {
+			t.Errorf("the snapshot holds %s", secret)
+		}
+	}
+	if !bytes.Contains(b, []byte("arg_s3cr3t_value")) || !bytes.Contains(b, []byte("hook_s3cr3t_value")) {
+		t.Fatal("the test spec lacks its planted values")
 	}
 	if !bytes.Contains(raw, []byte("HF_TOKEN=<redacted by accel-doctor>")) {
 		t.Error("the snapshot lost the spec (or the variable's name)")

@@ -1,8 +1,6 @@
 package diagnose
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -12,6 +10,7 @@ import (
 	"github.com/accel-doctor/accel-doctor/internal/devnode"
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 	"github.com/accel-doctor/accel-doctor/internal/report"
+	"github.com/accel-doctor/accel-doctor/internal/runtime"
 )
 
 // Layer 4: may the target's processes open each accelerator node, and
@@ -389,48 +388,17 @@ func allowedList(r, w cgroup.Decision) string {
 	return "read and write separately"
 }
 
-// readSpec reads an OCI config.json through the root.
+// readSpec reads the --spec config.json (redacted in a snapshot) and
+// wants device rules in it.
 func readSpec(root *hostfs.Root, p string) (*specs.Spec, error) {
-	b, err := root.ReadFileRedacted(p, 16<<20, redactSpec)
+	s, err := runtime.ReadSpec(root, p)
 	if err != nil {
 		return nil, err
-	}
-	var s specs.Spec
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("%s: %w", p, err)
 	}
 	if s.Linux == nil || s.Linux.Resources == nil {
 		return nil, fmt.Errorf("%s: no linux.resources.devices", p)
 	}
-	return &s, nil
-}
-
-// redactSpec is what a snapshot keeps of an OCI config.json: everything
-// but the values of process.env (tokens and passwords live there). A file
-// that does not parse is not kept at all.
-func redactSpec(b []byte) []byte {
-	var doc map[string]any
-	if json.Unmarshal(b, &doc) != nil {
-		return nil
-	}
-	if proc, ok := doc["process"].(map[string]any); ok {
-		if env, ok := proc["env"].([]any); ok {
-			for i, v := range env {
-				if s, ok := v.(string); ok {
-					name, _, _ := strings.Cut(s, "=")
-					env[i] = name + "=<redacted by accel-doctor>"
-				}
-			}
-		}
-	}
-	var out bytes.Buffer
-	enc := json.NewEncoder(&out)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	if enc.Encode(doc) != nil {
-		return nil
-	}
-	return out.Bytes()
+	return s, nil
 }
 
 func checkCgroupDrift(e *Env, out *Out) {
