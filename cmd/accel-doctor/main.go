@@ -8,15 +8,15 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/accel-doctor/accel-doctor/internal/cgroup"
 	"github.com/accel-doctor/accel-doctor/internal/cli"
+	"github.com/accel-doctor/accel-doctor/internal/sandbox"
 )
 
 func main() {
 	// The sandbox re-runs this binary for its helpers (command trampoline,
 	// probe, reaper); they are chosen by an environment variable and never
 	// reach the command line.
-	if cgroup.SandboxTrampolineMain() {
+	if sandbox.TrampolineMain() {
 		return
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -1,4 +1,4 @@
-package cgroup
+package sandbox
 
 import (
 	"bytes"
@@ -25,6 +25,7 @@ import (
 	"github.com/opencontainers/cgroups/devices/config"
 	"golang.org/x/sys/unix"
 
+	"github.com/accel-doctor/accel-doctor/internal/cgroup"
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 	"github.com/accel-doctor/accel-doctor/internal/probe"
 )
@@ -35,31 +36,31 @@ import (
 // so it reads through a live hostfs root and writes cgroup files with os
 // directly (hostfs is read-only by design).
 
-// SandboxVersion selects the cgroup mechanism the sandbox uses.
-type SandboxVersion string
+// Version selects the cgroup mechanism the sandbox uses.
+type Version string
 
 const (
-	// SandboxAuto uses v1 when the v1 devices controller is mounted (a v1
+	// Auto uses v1 when the v1 devices controller is mounted (a v1
 	// or hybrid host, where container runtimes use it too), else v2.
-	SandboxAuto SandboxVersion = "auto"
-	// SandboxV1 writes devices.allow/devices.deny in a v1 devices cgroup.
-	SandboxV1 SandboxVersion = "v1"
-	// SandboxV2 attaches a generated BPF_PROG_TYPE_CGROUP_DEVICE program to
+	Auto Version = "auto"
+	// V1 writes devices.allow/devices.deny in a v1 devices cgroup.
+	V1 Version = "v1"
+	// V2 attaches a generated BPF_PROG_TYPE_CGROUP_DEVICE program to
 	// a cgroup2 directory.
-	SandboxV2 SandboxVersion = "v2"
+	V2 Version = "v2"
 )
 
-// SandboxNamePrefix starts the name of every cgroup the sandbox creates:
+// NamePrefix starts the name of every cgroup the sandbox creates:
 // accel-doctor-sandbox-<owner pid>-<random hex>. Nothing else is ever
 // touched by the sandbox's cleanup.
-const SandboxNamePrefix = "accel-doctor-sandbox-"
+const NamePrefix = "accel-doctor-sandbox-"
 
-// sandboxOwner parses a sandbox cgroup's name,
+// owner parses a sandbox cgroup's name,
 // accel-doctor-sandbox-<owner pid>-<16 hex digits>, and returns the owner.
 // Anything else is not a sandbox (and never touched). Hand-written rather
 // than a regexp so that no command pays for compiling one at start-up.
-func sandboxOwner(name string) (pid int, ok bool) {
-	rest, found := strings.CutPrefix(name, SandboxNamePrefix)
+func ownerPid(name string) (pid int, ok bool) {
+	rest, found := strings.CutPrefix(name, NamePrefix)
 	if !found {
 		return 0, false
 	}
@@ -81,12 +82,12 @@ func sandboxOwner(name string) (pid int, ok bool) {
 	return pid, err == nil
 }
 
-// SandboxSpec says what to run under which device rules.
-type SandboxSpec struct {
-	Version SandboxVersion // "" means SandboxAuto
-	Default SandboxDefault // "" means SandboxDefaultDeny
+// Spec says what to run under which device rules.
+type Spec struct {
+	Version Version // "" means Auto
+	Default Default // "" means DefaultDeny
 	// Rules are the --allow and --deny rules in flag order; see
-	// GenDeviceInstructions for how they are read.
+	// DeviceInstructions for how they are read.
 	Rules []config.Rule
 	// Command runs inside the cgroup when not empty; Command[0] is looked up
 	// in PATH.
@@ -101,16 +102,16 @@ type SandboxSpec struct {
 	Stdout, Stderr io.Writer
 }
 
-// SandboxProgram identifies the v2 program the sandbox attached.
-type SandboxProgram struct {
+// Program identifies the v2 program the sandbox attached.
+type Program struct {
 	ID           uint32 `json:"id"`
 	Tag          string `json:"tag"`
 	Name         string `json:"name"`
 	Instructions int    `json:"instructions"`
 }
 
-// SandboxProbe is one node and access, probed outside and inside.
-type SandboxProbe struct {
+// Probe is one node and access, probed outside and inside.
+type Probe struct {
 	Node     string        `json:"node"`
 	Access   probe.Access  `json:"access"`
 	Baseline probe.Result  `json:"baseline"`
@@ -118,25 +119,25 @@ type SandboxProbe struct {
 	Verdict  probe.Verdict `json:"verdict"`
 }
 
-// SandboxResult is what the sandbox applied and observed.
-type SandboxResult struct {
-	Version SandboxVersion `json:"version"`
+// Result is what the sandbox applied and observed.
+type Result struct {
+	Version Version `json:"version"`
 	// Cgroup is the transient cgroup's directory; it no longer exists when
-	// RunSandbox returns without a cleanup error.
-	Cgroup  string         `json:"cgroup"`
-	Default SandboxDefault `json:"default"`
-	Rules   []config.Rule  `json:"-"`
+	// Run returns without a cleanup error.
+	Cgroup  string        `json:"cgroup"`
+	Default Default       `json:"default"`
+	Rules   []config.Rule `json:"-"`
 	// RuleLines are Rules as the flags read: "allow c 195:* rw", "deny a".
 	RuleLines []string `json:"rules"`
 	// V1Writes are the lines written, in order, and V1List is devices.list
 	// read back after them. In a default-allow cgroup the list shows
 	// "a *:* rwm" and hides the deny lines (security/device_cgroup.c
 	// devcgroup_seq_show): only a probe shows them.
-	V1Writes []SandboxWrite `json:"v1_writes,omitempty"`
-	V1List   []string       `json:"v1_list,omitempty"`
+	V1Writes []V1Write `json:"v1_writes,omitempty"`
+	V1List   []string  `json:"v1_list,omitempty"`
 	// Program is the attached v2 program.
-	Program  *SandboxProgram `json:"program,omitempty"`
-	Warnings []string        `json:"warnings,omitempty"`
+	Program  *Program `json:"program,omitempty"`
+	Warnings []string `json:"warnings,omitempty"`
 
 	// Ran is true when Command was started. ExitCode is its exit status, or
 	// -1 when a signal ended it (Signal names it).
@@ -144,13 +145,13 @@ type SandboxResult struct {
 	ExitCode int    `json:"exit_code"`
 	Signal   string `json:"signal,omitempty"`
 	// Probes are filled when Command is empty.
-	Probes []SandboxProbe `json:"probes,omitempty"`
+	Probes []Probe `json:"probes,omitempty"`
 }
 
-// sandboxLiveRoot reads the running host.
-var sandboxLiveRoot = sync.OnceValues(func() (*hostfs.Root, error) { return hostfs.New("/") })
+// liveRoot reads the running host.
+var liveRoot = sync.OnceValues(func() (*hostfs.Root, error) { return hostfs.New("/") })
 
-// RunSandbox creates a transient cgroup holding exactly spec's device rules,
+// Run creates a transient cgroup holding exactly spec's device rules,
 // runs spec.Command in it (or probes spec.Nodes from inside it), and
 // removes the cgroup and its program on every exit path: the command
 // failing or killed, ctx cancelled (the command and everything else in the
@@ -160,21 +161,21 @@ var sandboxLiveRoot = sync.OnceValues(func() (*hostfs.Root, error) { return host
 // exits: whatever it left running in the cgroup is killed. The result is
 // returned, as far as it got, together with any error; a cleanup error is
 // joined to it. Needs root (cgroup writes, BPF program load).
-func RunSandbox(ctx context.Context, spec SandboxSpec) (res *SandboxResult, err error) {
+func Run(ctx context.Context, spec Spec) (res *Result, err error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if spec.Default == "" {
-		spec.Default = SandboxDefaultDeny
+		spec.Default = DefaultDeny
 	}
-	if _, err := ParseSandboxDefault(string(spec.Default)); err != nil {
+	if _, err := ParseDefault(string(spec.Default)); err != nil {
 		return nil, err
 	}
-	if len(spec.Rules) > sandboxMaxRules {
-		return nil, fmt.Errorf("%d rules: at most %d", len(spec.Rules), sandboxMaxRules)
+	if len(spec.Rules) > maxRules {
+		return nil, fmt.Errorf("%d rules: at most %d", len(spec.Rules), maxRules)
 	}
 	for _, r := range spec.Rules {
-		if err := genValidateRule(r); err != nil {
+		if err := validateRule(r); err != nil {
 			return nil, err
 		}
 	}
@@ -194,34 +195,34 @@ func RunSandbox(ctx context.Context, spec SandboxSpec) (res *SandboxResult, err 
 		}
 	}
 
-	root, err := sandboxLiveRoot()
+	root, err := liveRoot()
 	if err != nil {
 		return nil, err
 	}
-	mounts, err := ReadMounts(root)
+	mounts, err := cgroup.ReadMounts(root)
 	if err != nil {
 		return nil, err
 	}
-	version, parent, err := sandboxPickVersion(spec.Version, mounts)
+	version, parent, err := pickVersion(spec.Version, mounts)
 	if err != nil {
 		return nil, err
 	}
-	res = &SandboxResult{Version: version, Default: spec.Default, Rules: spec.Rules}
+	res = &Result{Version: version, Default: spec.Default, Rules: spec.Rules}
 	for _, r := range spec.Rules {
-		res.RuleLines = append(res.RuleLines, SandboxRuleString(r))
+		res.RuleLines = append(res.RuleLines, RuleString(r))
 	}
 
 	var progSpec *ebpf.ProgramSpec
-	if version == SandboxV1 {
-		res.V1Writes, res.Warnings, err = sandboxV1Plan(spec.Default, spec.Rules)
+	if version == V1 {
+		res.V1Writes, res.Warnings, err = v1Plan(spec.Default, spec.Rules)
 	} else {
-		progSpec, err = GenDeviceProgramSpec(spec.Default == SandboxDefaultAllow, spec.Rules)
+		progSpec, err = DeviceProgramSpec(spec.Default == DefaultAllow, spec.Rules)
 	}
 	if err != nil {
 		return nil, err
 	}
 
-	for _, e := range SandboxSweep(mounts) {
+	for _, e := range Sweep(mounts) {
 		res.Warnings = append(res.Warnings, "sweep of stale sandbox cgroups: "+e.Error())
 	}
 
@@ -233,15 +234,15 @@ func RunSandbox(ctx context.Context, spec SandboxSpec) (res *SandboxResult, err 
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(parent, fmt.Sprintf("%s%d-%s", SandboxNamePrefix, os.Getpid(), hex.EncodeToString(rnd[:])))
+	dir := filepath.Join(parent, fmt.Sprintf("%s%d-%s", NamePrefix, os.Getpid(), hex.EncodeToString(rnd[:])))
 	res.Cgroup = dir
 
-	var items []sandboxProbeItem
-	var prober *sandboxProber
+	var items []probeItem
+	var prober *prober
 	if len(spec.Command) == 0 {
-		items = sandboxProbeItems(spec.Nodes, accs)
-		if version == SandboxV2 && len(items) > 0 {
-			if prober, err = sandboxStartProber(self); err != nil {
+		items = probeItems(spec.Nodes, accs)
+		if version == V2 && len(items) > 0 {
+			if prober, err = startProber(self); err != nil {
 				return nil, err
 			}
 			defer prober.abort()
@@ -249,7 +250,7 @@ func RunSandbox(ctx context.Context, spec SandboxSpec) (res *SandboxResult, err 
 	}
 	// The reaper exists before the cgroup does, so there is no moment at
 	// which a SIGKILL of this process could leave the cgroup behind.
-	rp, err := sandboxStartReaper(self, dir, version == SandboxV2)
+	rp, err := startReaper(self, dir, version == V2)
 	if err != nil {
 		return nil, err
 	}
@@ -260,7 +261,7 @@ func RunSandbox(ctx context.Context, spec SandboxSpec) (res *SandboxResult, err 
 			// as its last fd); removing the cgroup would detach it too.
 			lnk.Close()
 		}
-		cerr := sandboxDestroy(dir, version == SandboxV2)
+		cerr := destroy(dir, version == V2)
 		rp.finish(cerr == nil)
 		if cerr != nil {
 			err = errors.Join(err, fmt.Errorf("sandbox cleanup (the reaper retries): %w", cerr))
@@ -270,7 +271,7 @@ func RunSandbox(ctx context.Context, spec SandboxSpec) (res *SandboxResult, err 
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return res, fmt.Errorf("create sandbox cgroup: %w", err)
 	}
-	if version == SandboxV1 {
+	if version == V1 {
 		for _, w := range res.V1Writes {
 			p := filepath.Join(dir, w.File)
 			if err := os.WriteFile(p, []byte(w.Line), 0); err != nil {
@@ -281,8 +282,8 @@ func RunSandbox(ctx context.Context, spec SandboxSpec) (res *SandboxResult, err 
 		if err != nil {
 			return res, err
 		}
-		res.V1List = sandboxLines(b)
-		if spec.Default == SandboxDefaultAllow && len(res.V1List) == 1 && res.V1List[0] == "a *:* rwm" &&
+		res.V1List = lines(b)
+		if spec.Default == DefaultAllow && len(res.V1List) == 1 && res.V1List[0] == "a *:* rwm" &&
 			slices.ContainsFunc(spec.Rules, func(r config.Rule) bool { return !r.Allow }) {
 			res.Warnings = append(res.Warnings, `cgroup v1: devices.list reads "a *:* rwm" in a default-allow cgroup and does not show the deny rules (security/device_cgroup.c devcgroup_seq_show); only a probe shows their effect`)
 		}
@@ -296,7 +297,7 @@ func RunSandbox(ctx context.Context, spec SandboxSpec) (res *SandboxResult, err 
 			prog.Close()
 			return res, fmt.Errorf("attach device program to %s: %w", dir, err)
 		}
-		res.Program = &SandboxProgram{Name: GenProgramName, Instructions: len(progSpec.Instructions)}
+		res.Program = &Program{Name: ProgramName, Instructions: len(progSpec.Instructions)}
 		if info, err := prog.Info(); err == nil {
 			id, _ := info.ID()
 			res.Program.ID, res.Program.Tag = uint32(id), info.Tag
@@ -306,13 +307,13 @@ func RunSandbox(ctx context.Context, spec SandboxSpec) (res *SandboxResult, err 
 	}
 
 	if len(spec.Command) > 0 {
-		return res, sandboxRunCommand(ctx, res, self, dir, version, cmdPath, spec)
+		return res, runCommand(ctx, res, self, dir, version, cmdPath, spec)
 	}
-	err = sandboxRunProbes(ctx, res, prober, dir, version, items)
+	err = runProbes(ctx, res, prober, dir, version, items)
 	return res, err
 }
 
-func sandboxLines(b []byte) []string {
+func lines(b []byte) []string {
 	var out []string
 	for _, l := range strings.Split(string(b), "\n") {
 		if l = strings.TrimSpace(l); l != "" {
@@ -322,38 +323,38 @@ func sandboxLines(b []byte) []string {
 	return out
 }
 
-// sandboxPickVersion resolves the version and the directory the sandbox
+// pickVersion resolves the version and the directory the sandbox
 // cgroup is made in: the top of the hierarchy as this process's mount
 // shows it.
-func sandboxPickVersion(v SandboxVersion, m *Mounts) (SandboxVersion, string, error) {
+func pickVersion(v Version, m *cgroup.Mounts) (Version, string, error) {
 	switch v {
-	case "", SandboxAuto:
+	case "", Auto:
 		if m.DevicesV1 != "" {
-			return SandboxV1, m.DevicesV1, nil
+			return V1, m.DevicesV1, nil
 		}
 		if m.Unified != "" {
-			return SandboxV2, m.Unified, nil
+			return V2, m.Unified, nil
 		}
 		return "", "", errors.New("neither a cgroup v1 devices hierarchy nor cgroup2 is mounted")
-	case SandboxV1:
+	case V1:
 		if m.DevicesV1 == "" {
 			return "", "", errors.New("the cgroup v1 devices controller is not mounted")
 		}
-		return SandboxV1, m.DevicesV1, nil
-	case SandboxV2:
+		return V1, m.DevicesV1, nil
+	case V2:
 		if m.Unified == "" {
 			return "", "", errors.New("no cgroup2 hierarchy is mounted")
 		}
-		return SandboxV2, m.Unified, nil
+		return V2, m.Unified, nil
 	}
 	return "", "", fmt.Errorf("sandbox version %q: want auto, v1 or v2", v)
 }
 
-// sandboxKillOnCancel kills everything in dir, and proc itself, when ctx
+// killOnCancel kills everything in dir, and proc itself, when ctx
 // is done before stop is called. proc is killed by pid as well because a
 // v1 trampoline may not have joined the cgroup yet: killed by the cgroup
 // alone it could join a moment later and start the command after all.
-func sandboxKillOnCancel(ctx context.Context, dir string, v2 bool, proc *os.Process) (stop func()) {
+func killOnCancel(ctx context.Context, dir string, v2 bool, proc *os.Process) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -362,18 +363,18 @@ func sandboxKillOnCancel(ctx context.Context, dir string, v2 bool, proc *os.Proc
 		select {
 		case <-ctx.Done():
 			proc.Kill()
-			sandboxKillAll(dir, v2)
+			killAll(dir, v2)
 		case <-done:
 		}
 	}()
 	return func() { close(done); wg.Wait() }
 }
 
-func sandboxRunCommand(ctx context.Context, res *SandboxResult, self, dir string, v SandboxVersion, cmdPath string, spec SandboxSpec) error {
+func runCommand(ctx context.Context, res *Result, self, dir string, v Version, cmdPath string, spec Spec) error {
 	var cmd *exec.Cmd
 	var status *os.File // read end of the v1 trampoline's status pipe
-	env := sandboxCleanEnv(os.Environ())
-	if v == SandboxV2 {
+	env := cleanEnv(os.Environ())
+	if v == V2 {
 		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return fmt.Errorf("open %s: %w", dir, err)
@@ -391,8 +392,8 @@ func sandboxRunCommand(ctx context.Context, res *SandboxResult, self, dir string
 		defer r.Close()
 		status = r
 		cmd = &exec.Cmd{Path: self, Args: append([]string{self, cmdPath}, spec.Command[1:]...),
-			Env: append(env, sandboxRoleEnv+"="+sandboxRoleExec, sandboxProcsEnv+"="+filepath.Join(dir, "cgroup.procs"),
-				sandboxArg0Env+"="+spec.Command[0]),
+			Env: append(env, roleEnv+"="+roleExec, procsEnv+"="+filepath.Join(dir, "cgroup.procs"),
+				arg0Env+"="+spec.Command[0]),
 			ExtraFiles: []*os.File{w}}
 		defer w.Close()
 	}
@@ -400,7 +401,7 @@ func sandboxRunCommand(ctx context.Context, res *SandboxResult, self, dir string
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s in the sandbox: %w", spec.Command[0], err)
 	}
-	stop := sandboxKillOnCancel(ctx, dir, v == SandboxV2, cmd.Process)
+	stop := killOnCancel(ctx, dir, v == V2, cmd.Process)
 	defer stop()
 	if status != nil {
 		cmd.ExtraFiles[0].Close()
@@ -428,12 +429,12 @@ func sandboxRunCommand(ctx context.Context, res *SandboxResult, self, dir string
 	return nil
 }
 
-// sandboxProbeRequest is what the probe trampoline reads on stdin.
-type sandboxProbeRequest struct {
-	Probes []sandboxProbeItem `json:"probes"`
+// probeRequest is what the probe trampoline reads on stdin.
+type probeRequest struct {
+	Probes []probeItem `json:"probes"`
 }
 
-type sandboxProbeItem struct {
+type probeItem struct {
 	Path   string       `json:"path"`
 	Access probe.Access `json:"access"`
 	// For mknod: the node's type and numbers as found outside.
@@ -442,14 +443,14 @@ type sandboxProbeItem struct {
 	Minor uint32 `json:"minor,omitempty"`
 }
 
-// sandboxProbeReply is what it writes on stdout.
-type sandboxProbeReply struct {
+// probeReply is what it writes on stdout.
+type probeReply struct {
 	ProcCgroup string         `json:"proc_cgroup"`
 	Results    []probe.Result `json:"results"`
 	Error      string         `json:"error,omitempty"`
 }
 
-func sandboxDoProbe(it sandboxProbeItem) probe.Result {
+func doProbe(it probeItem) probe.Result {
 	if it.Access != probe.Mknod {
 		return probe.OpenNode(it.Path, it.Access)
 	}
@@ -462,13 +463,13 @@ func sandboxDoProbe(it sandboxProbeItem) probe.Result {
 	return r
 }
 
-// sandboxProbeItems lists the probes to make: every access on every node.
+// probeItems lists the probes to make: every access on every node.
 // For mknod the node's type and numbers are taken from the node itself.
-func sandboxProbeItems(nodes []string, accs []probe.Access) []sandboxProbeItem {
-	var items []sandboxProbeItem
+func probeItems(nodes []string, accs []probe.Access) []probeItem {
+	var items []probeItem
 	for _, n := range nodes {
 		for _, a := range accs {
-			it := sandboxProbeItem{Path: n, Access: a}
+			it := probeItem{Path: n, Access: a}
 			if a == probe.Mknod {
 				var st unix.Stat_t
 				if err := unix.Stat(n, &st); err == nil {
@@ -487,7 +488,7 @@ func sandboxProbeItems(nodes []string, accs []probe.Access) []sandboxProbeItem {
 	return items
 }
 
-// sandboxRunProbes probes every item inside the cgroup and, at the same
+// runProbes probes every item inside the cgroup and, at the same
 // time, outside it (the baseline), and fills res.Probes.
 //
 // On v1 the probes run in this process, on one OS thread that moves itself
@@ -501,19 +502,19 @@ func sandboxProbeItems(nodes []string, accs []probe.Access) []sandboxProbeItem {
 // would change the type of the cgroup accel-doctor lives in), so on v2 the
 // probe trampoline, started early, is moved into the cgroup and answers in
 // JSON on a pipe.
-func sandboxRunProbes(ctx context.Context, res *SandboxResult, prober *sandboxProber, dir string, v SandboxVersion, items []sandboxProbeItem) error {
+func runProbes(ctx context.Context, res *Result, prober *prober, dir string, v Version, items []probeItem) error {
 	if len(items) == 0 {
 		return nil
 	}
-	inside := make(chan sandboxProbeReply, 1)
-	if v == SandboxV1 {
-		go sandboxProbeOnThread(inside, items, filepath.Join(dir, "tasks"))
+	inside := make(chan probeReply, 1)
+	if v == V1 {
+		go probeOnThread(inside, items, filepath.Join(dir, "tasks"))
 	} else {
 		go func() { inside <- prober.probe(ctx, dir, items) }()
 	}
 	base := make([]probe.Result, len(items))
 	for i, it := range items {
-		base[i] = sandboxDoProbe(it)
+		base[i] = doProbe(it)
 	}
 	rep := <-inside
 	if ctx.Err() != nil {
@@ -530,39 +531,39 @@ func sandboxRunProbes(ctx context.Context, res *SandboxResult, prober *sandboxPr
 		return fmt.Errorf("probe in the sandbox: %d results for %d probes", len(rep.Results), len(items))
 	}
 	for i, it := range items {
-		res.Probes = append(res.Probes, SandboxProbe{Node: it.Path, Access: it.Access,
+		res.Probes = append(res.Probes, Probe{Node: it.Path, Access: it.Access,
 			Baseline: base[i], InCgroup: rep.Results[i], Verdict: probe.Compare(base[i], rep.Results[i])})
 	}
 	return nil
 }
 
-// sandboxProbeOnThread locks its goroutine to a thread that is not the
+// probeOnThread locks its goroutine to a thread that is not the
 // process's main thread, probes from it, and lets the thread die with the
 // goroutine. The main thread cannot exit: the Go runtime parks it instead
 // (runtime/proc.go mexit), which would leave it in the sandbox cgroup for
 // good. While this goroutine holds the main thread locked, a goroutine it
 // starts runs on another thread.
-func sandboxProbeOnThread(out chan<- sandboxProbeReply, items []sandboxProbeItem, tasks string) {
+func probeOnThread(out chan<- probeReply, items []probeItem, tasks string) {
 	runtime.LockOSThread()
 	if unix.Gettid() == unix.Getpid() {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			sandboxProbeOnThread(out, items, tasks)
+			probeOnThread(out, items, tasks)
 		}()
 		<-done
 		runtime.UnlockOSThread() // the main thread never joined the cgroup
 		return
 	}
 	// Never unlocked: the thread ends with this goroutine.
-	out <- sandboxProbeHere(items, tasks)
+	out <- probeHere(items, tasks)
 }
 
-// sandboxProbeHere runs the probes on the calling thread, which the caller
+// probeHere runs the probes on the calling thread, which the caller
 // has locked, after moving it into the v1 cgroup whose tasks file is given
 // ("" when the thread is already inside).
-func sandboxProbeHere(items []sandboxProbeItem, tasks string) sandboxProbeReply {
-	var rep sandboxProbeReply
+func probeHere(items []probeItem, tasks string) probeReply {
+	var rep probeReply
 	if tasks != "" {
 		if err := os.WriteFile(tasks, []byte("0"), 0); err != nil {
 			rep.Error = fmt.Sprintf("join %s: %v", tasks, err)
@@ -576,25 +577,25 @@ func sandboxProbeHere(items []sandboxProbeItem, tasks string) sandboxProbeReply 
 	}
 	rep.ProcCgroup = string(b)
 	for _, it := range items {
-		rep.Results = append(rep.Results, sandboxDoProbe(it))
+		rep.Results = append(rep.Results, doProbe(it))
 	}
 	return rep
 }
 
-// sandboxProber is the probe trampoline for cgroup2. It is started before
+// prober is the probe trampoline for cgroup2. It is started before
 // the cgroup exists, so that its start-up overlaps the set-up, waits for
 // its request on stdin, and is moved into the cgroup by pid just before
 // the request is sent.
-type sandboxProber struct {
+type prober struct {
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	out   bytes.Buffer
 }
 
-func sandboxStartProber(self string) (*sandboxProber, error) {
-	p := &sandboxProber{}
+func startProber(self string) (*prober, error) {
+	p := &prober{}
 	p.cmd = &exec.Cmd{Path: self, Args: []string{self},
-		Env:    append(sandboxCleanEnv(os.Environ()), sandboxRoleEnv+"="+sandboxRoleProbe),
+		Env:    append(cleanEnv(os.Environ()), roleEnv+"="+roleProbe),
 		Stdout: &p.out, Stderr: os.Stderr}
 	var err error
 	if p.stdin, err = p.cmd.StdinPipe(); err != nil {
@@ -607,7 +608,7 @@ func sandboxStartProber(self string) (*sandboxProber, error) {
 }
 
 // abort ends a prober that was not used: on EOF it exits without probing.
-func (p *sandboxProber) abort() {
+func (p *prober) abort() {
 	if p != nil && p.stdin != nil {
 		p.stdin.Close()
 		p.stdin = nil
@@ -616,9 +617,9 @@ func (p *sandboxProber) abort() {
 }
 
 // probe moves the prober into dir, sends it the probes and reads its reply.
-func (p *sandboxProber) probe(ctx context.Context, dir string, items []sandboxProbeItem) sandboxProbeReply {
-	fail := func(err error) sandboxProbeReply { p.abort(); return sandboxProbeReply{Error: err.Error()} }
-	in, err := json.Marshal(sandboxProbeRequest{Probes: items})
+func (p *prober) probe(ctx context.Context, dir string, items []probeItem) probeReply {
+	fail := func(err error) probeReply { p.abort(); return probeReply{Error: err.Error()} }
+	in, err := json.Marshal(probeRequest{Probes: items})
 	if err != nil {
 		return fail(err)
 	}
@@ -626,7 +627,7 @@ func (p *sandboxProber) probe(ctx context.Context, dir string, items []sandboxPr
 	if err := os.WriteFile(procs, []byte(strconv.Itoa(p.cmd.Process.Pid)), 0); err != nil {
 		return fail(fmt.Errorf("move the probe into %s: %w", procs, err))
 	}
-	stop := sandboxKillOnCancel(ctx, dir, true, p.cmd.Process)
+	stop := killOnCancel(ctx, dir, true, p.cmd.Process)
 	_, werr := p.stdin.Write(in)
 	p.stdin.Close()
 	p.stdin = nil
@@ -634,9 +635,9 @@ func (p *sandboxProber) probe(ctx context.Context, dir string, items []sandboxPr
 		werr = err
 	}
 	stop()
-	var rep sandboxProbeReply
+	var rep probeReply
 	if err := json.Unmarshal(p.out.Bytes(), &rep); err != nil {
-		return sandboxProbeReply{Error: fmt.Sprintf("bad reply (%v): %v", werr, err)}
+		return probeReply{Error: fmt.Sprintf("bad reply (%v): %v", werr, err)}
 	}
 	if rep.Error == "" && werr != nil {
 		rep.Error = werr.Error()
@@ -644,21 +645,21 @@ func (p *sandboxProber) probe(ctx context.Context, dir string, items []sandboxPr
 	return rep
 }
 
-// sandboxReaper is the handle on the reaper process.
-type sandboxReaper struct {
+// reaper is the handle on the reaper process.
+type reaper struct {
 	w   *os.File
 	cmd *exec.Cmd
 }
 
-func sandboxStartReaper(self, dir string, v2 bool) (*sandboxReaper, error) {
+func startReaper(self, dir string, v2 bool) (*reaper, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
 	cmd := &exec.Cmd{Path: self, Args: []string{self},
-		Env: append(sandboxCleanEnv(os.Environ()), sandboxRoleEnv+"="+sandboxRoleReaper, sandboxDirEnv+"="+dir,
-			sandboxV2Env+"="+strconv.FormatBool(v2)),
+		Env: append(cleanEnv(os.Environ()), roleEnv+"="+roleReaper, dirEnv+"="+dir,
+			v2Env+"="+strconv.FormatBool(v2)),
 		ExtraFiles: []*os.File{r},
 		// Its own session: a signal to our process group (^C) spares it.
 		SysProcAttr: &syscall.SysProcAttr{Setsid: true}}
@@ -668,32 +669,32 @@ func sandboxStartReaper(self, dir string, v2 bool) (*sandboxReaper, error) {
 	}
 	// Collect its exit status so it does not linger as a zombie.
 	go cmd.Wait()
-	return &sandboxReaper{w: w, cmd: cmd}, nil
+	return &reaper{w: w, cmd: cmd}, nil
 }
 
 // finish tells the reaper the cleanup is done (or, with ok false, leaves it
 // to the reaper) and lets it exit.
-func (r *sandboxReaper) finish(ok bool) {
+func (r *reaper) finish(ok bool) {
 	if ok {
-		r.w.Write([]byte(sandboxReaperDone))
+		r.w.Write([]byte(reaperDone))
 	}
 	r.w.Close()
 }
 
-// sandboxKillAll sends SIGKILL to every process in dir. On cgroup2,
+// killAll sends SIGKILL to every process in dir. On cgroup2,
 // cgroup.kill (kernel 5.14) does it atomically; elsewhere the pids are read
-// and killed in a loop by sandboxDestroy.
-func sandboxKillAll(dir string, v2 bool) {
+// and killed in a loop by destroy.
+func killAll(dir string, v2 bool) {
 	if v2 {
 		if os.WriteFile(filepath.Join(dir, "cgroup.kill"), []byte("1"), 0) == nil {
 			return
 		}
 	}
 	owner := -1
-	if pid, ok := sandboxOwner(filepath.Base(dir)); ok {
+	if pid, ok := ownerPid(filepath.Base(dir)); ok {
 		owner = pid
 	}
-	for _, pid := range sandboxPids(dir) {
+	for _, pid := range cgroupPids(dir) {
 		// The owner's pid is listed while its v1 probing thread is inside;
 		// the sandbox never kills accel-doctor itself.
 		if pid != owner && pid != os.Getpid() {
@@ -702,8 +703,8 @@ func sandboxKillAll(dir string, v2 bool) {
 	}
 }
 
-func sandboxPids(dir string) []int {
-	root, err := sandboxLiveRoot()
+func cgroupPids(dir string) []int {
+	root, err := liveRoot()
 	if err != nil {
 		return nil
 	}
@@ -720,11 +721,11 @@ func sandboxPids(dir string) []int {
 	return pids
 }
 
-// sandboxDestroy kills what is left in dir and removes it, retrying for a
+// destroy kills what is left in dir and removes it, retrying for a
 // bounded time: a process may fork while it is being killed, and a cgroup
 // stays busy for a moment after its last task exits.
-func sandboxDestroy(dir string, v2 bool) error {
-	if _, ok := sandboxOwner(filepath.Base(dir)); !ok {
+func destroy(dir string, v2 bool) error {
+	if _, ok := ownerPid(filepath.Base(dir)); !ok {
 		return fmt.Errorf("refusing to remove %s: not a sandbox cgroup", dir)
 	}
 	var err error
@@ -737,19 +738,19 @@ func sandboxDestroy(dir string, v2 bool) error {
 		if time.Now().After(deadline) {
 			break
 		}
-		sandboxKillAll(dir, v2)
+		killAll(dir, v2)
 		time.Sleep(delay)
 		delay = min(2*delay, 50*time.Millisecond)
 	}
-	return fmt.Errorf("rmdir %s: %w (tasks left: %v)", dir, err, sandboxPids(dir))
+	return fmt.Errorf("rmdir %s: %w (tasks left: %v)", dir, err, cgroupPids(dir))
 }
 
-// SandboxSweep removes sandbox cgroups left by an accel-doctor that died
+// Sweep removes sandbox cgroups left by an accel-doctor that died
 // with its reaper (both hierarchies): only directories named
 // accel-doctor-sandbox-<pid>-<hex> whose pid no longer exists. A live
 // owner's cgroup is never touched. It returns the errors it met.
-func SandboxSweep(m *Mounts) []error {
-	root, err := sandboxLiveRoot()
+func Sweep(m *cgroup.Mounts) []error {
+	root, err := liveRoot()
 	if err != nil {
 		return []error{err}
 	}
@@ -768,14 +769,14 @@ func SandboxSweep(m *Mounts) []error {
 		}
 		for _, name := range names {
 			// Only directories can have this name in a cgroup file system.
-			pid, ok := sandboxOwner(name)
+			pid, ok := ownerPid(name)
 			if !ok || pid == os.Getpid() {
 				continue
 			}
 			if unix.Kill(pid, 0) != unix.ESRCH {
 				continue // owner alive (or not ours to judge)
 			}
-			if err := sandboxDestroy(filepath.Join(h.dir, name), h.v2); err != nil {
+			if err := destroy(filepath.Join(h.dir, name), h.v2); err != nil {
 				errs = append(errs, err)
 			}
 		}

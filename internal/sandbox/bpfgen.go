@@ -1,4 +1,4 @@
-package cgroup
+package sandbox
 
 import (
 	"fmt"
@@ -8,46 +8,41 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/opencontainers/cgroups/devices/config"
+
+	"github.com/accel-doctor/accel-doctor/internal/cgroup"
 )
 
-// GenProgramName is the object name of every program GenDeviceProgramSpec
+// ProgramName is the object name of every program DeviceProgramSpec
 // makes, so that a leftover one can be recognised (BPF_OBJ_NAME_LEN is 16,
 // include/uapi/linux/bpf.h).
-const GenProgramName = "adoc_sandbox"
+const ProgramName = "adoc_sandbox"
 
 // Offsets in struct bpf_cgroup_dev_ctx (include/uapi/linux/bpf.h):
 // access_type (u32) = access<<16 | type, then major, then minor.
 const (
-	genCtxAccessType = 0
-	genCtxMajor      = 4
-	genCtxMinor      = 8
+	ctxAccessType = 0
+	ctxMajor      = 4
+	ctxMinor      = 8
 )
 
 // Device types and access bits as the kernel puts them in the context
 // (BPF_DEVCG_DEV_*, BPF_DEVCG_ACC_*, include/uapi/linux/bpf.h).
 const (
-	genDevBlock = 1
-	genDevChar  = 2
-	genAccMknod = 1
-	genAccRead  = 2
-	genAccWrite = 4
+	devBlock = 1
+	devChar  = 2
+	accMknod = 1
+	accRead  = 2
+	accWrite = 4
 )
 
-// Largest major and minor a dev_t carries (MINORBITS 20, include/linux/kdev_t.h,
-// so 12 bits of major).
-const (
-	genMaxMajor = 1<<12 - 1
-	genMaxMinor = 1<<20 - 1
-)
-
-// genBits are the access bits in the order the program tests them.
-var genBits = []struct {
+// accessBits are the access bits in the order the program tests them.
+var accessBits = []struct {
 	bit  int32
 	perm byte
-}{{genAccRead, 'r'}, {genAccWrite, 'w'}, {genAccMknod, 'm'}}
+}{{accRead, 'r'}, {accWrite, 'w'}, {accMknod, 'm'}}
 
-// genValidateRule rejects a rule the sandbox cannot apply.
-func genValidateRule(r config.Rule) error {
+// validateRule rejects a rule the sandbox cannot apply.
+func validateRule(r config.Rule) error {
 	switch r.Type {
 	case config.WildcardDevice:
 		// 'a' covers every device and access: the other fields are ignored,
@@ -57,11 +52,11 @@ func genValidateRule(r config.Rule) error {
 	default:
 		return fmt.Errorf("rule %q: device type %q is not 'a', 'b' or 'c'", r.CgroupString(), r.Type)
 	}
-	if r.Major != config.Wildcard && (r.Major < 0 || r.Major > genMaxMajor) {
-		return fmt.Errorf("rule %q: major %d out of range 0-%d", r.CgroupString(), r.Major, genMaxMajor)
+	if r.Major != config.Wildcard && (r.Major < 0 || r.Major > cgroup.MaxMajor) {
+		return fmt.Errorf("rule %q: major %d out of range 0-%d", r.CgroupString(), r.Major, cgroup.MaxMajor)
 	}
-	if r.Minor != config.Wildcard && (r.Minor < 0 || r.Minor > genMaxMinor) {
-		return fmt.Errorf("rule %q: minor %d out of range 0-%d", r.CgroupString(), r.Minor, genMaxMinor)
+	if r.Minor != config.Wildcard && (r.Minor < 0 || r.Minor > cgroup.MaxMinor) {
+		return fmt.Errorf("rule %q: minor %d out of range 0-%d", r.CgroupString(), r.Minor, cgroup.MaxMinor)
 	}
 	if r.Permissions == "" || !r.Permissions.IsValid() {
 		return fmt.Errorf("rule %q: permissions %q are not a non-empty set of r, w, m", r.CgroupString(), r.Permissions)
@@ -74,8 +69,8 @@ func genValidateRule(r config.Rule) error {
 	return nil
 }
 
-// genRuleHas reports whether r speaks about access bit perm.
-func genRuleHas(r config.Rule, perm byte) bool {
+// ruleHas reports whether r speaks about access bit perm.
+func ruleHas(r config.Rule, perm byte) bool {
 	if r.Type == config.WildcardDevice {
 		return true
 	}
@@ -87,27 +82,27 @@ func genRuleHas(r config.Rule, perm byte) bool {
 	return false
 }
 
-// genBuilder assembles straight-line code with forward jumps to named
+// builder assembles straight-line code with forward jumps to named
 // labels; offsets are resolved by hand so several labels may share an
 // instruction.
-type genBuilder struct {
+type builder struct {
 	ins    asm.Instructions
 	labels map[string]int
 	jumps  map[int]string // instruction index → label
 }
 
-func (b *genBuilder) emit(i asm.Instruction) { b.ins = append(b.ins, i) }
+func (b *builder) emit(i asm.Instruction) { b.ins = append(b.ins, i) }
 
-func (b *genBuilder) label(name string) { b.labels[name] = len(b.ins) }
+func (b *builder) label(name string) { b.labels[name] = len(b.ins) }
 
 // jump emits a conditional jump (op against imm) or, with op == asm.Ja, an
 // unconditional one.
-func (b *genBuilder) jump(op asm.JumpOp, dst asm.Register, imm int32, to string) {
+func (b *builder) jump(op asm.JumpOp, dst asm.Register, imm int32, to string) {
 	b.jumps[len(b.ins)] = to
 	b.emit(asm.Instruction{OpCode: op.Op(asm.ImmSource), Dst: dst, Constant: int64(imm)})
 }
 
-func (b *genBuilder) finish() (asm.Instructions, error) {
+func (b *builder) finish() (asm.Instructions, error) {
 	for at, to := range b.jumps {
 		target, ok := b.labels[to]
 		if !ok {
@@ -121,7 +116,7 @@ func (b *genBuilder) finish() (asm.Instructions, error) {
 	return b.ins, nil
 }
 
-// GenDeviceInstructions generates a BPF_PROG_TYPE_CGROUP_DEVICE program for
+// DeviceInstructions generates a BPF_PROG_TYPE_CGROUP_DEVICE program for
 // rules over a default.
 //
 // Semantics (the sandbox's, for v1 and v2 alike): each access bit (r, w, m)
@@ -135,22 +130,22 @@ func (b *genBuilder) finish() (asm.Instructions, error) {
 // Registers: R2 = access_type, then minor; R3 = type; R4 = access bits;
 // R5 = major. Each bit is a block that walks the rules from last to first
 // and jumps to "deny" or to the next bit's block at the first match.
-func GenDeviceInstructions(defaultAllow bool, rules []config.Rule) (asm.Instructions, error) {
+func DeviceInstructions(defaultAllow bool, rules []config.Rule) (asm.Instructions, error) {
 	for _, r := range rules {
-		if err := genValidateRule(r); err != nil {
+		if err := validateRule(r); err != nil {
 			return nil, err
 		}
 	}
-	b := &genBuilder{labels: map[string]int{}, jumps: map[int]string{}}
-	b.emit(asm.LoadMem(asm.R2, asm.R1, genCtxAccessType, asm.Word))
+	b := &builder{labels: map[string]int{}, jumps: map[int]string{}}
+	b.emit(asm.LoadMem(asm.R2, asm.R1, ctxAccessType, asm.Word))
 	b.emit(asm.Mov.Reg(asm.R3, asm.R2))
 	b.emit(asm.And.Imm(asm.R3, 0xffff))
 	b.emit(asm.Mov.Reg(asm.R4, asm.R2))
 	b.emit(asm.RSh.Imm(asm.R4, 16))
-	b.emit(asm.LoadMem(asm.R5, asm.R1, genCtxMajor, asm.Word))
-	b.emit(asm.LoadMem(asm.R2, asm.R1, genCtxMinor, asm.Word))
+	b.emit(asm.LoadMem(asm.R5, asm.R1, ctxMajor, asm.Word))
+	b.emit(asm.LoadMem(asm.R2, asm.R1, ctxMinor, asm.Word))
 
-	for bi, bit := range genBits {
+	for bi, bit := range accessBits {
 		next := fmt.Sprintf("bit%d", bi+1)
 		// Skip this block when the access does not ask for this bit.
 		b.emit(asm.Mov.Reg(asm.R0, asm.R4))
@@ -159,7 +154,7 @@ func GenDeviceInstructions(defaultAllow bool, rules []config.Rule) (asm.Instruct
 		decided := false
 		for ri := len(rules) - 1; ri >= 0 && !decided; ri-- {
 			r := rules[ri]
-			if !genRuleHas(r, bit.perm) {
+			if !ruleHas(r, bit.perm) {
 				continue
 			}
 			verdict := next
@@ -173,9 +168,9 @@ func GenDeviceInstructions(defaultAllow bool, rules []config.Rule) (asm.Instruct
 				break
 			}
 			miss := fmt.Sprintf("bit%d.rule%d", bi, ri)
-			typ := int32(genDevChar)
+			typ := int32(devChar)
 			if r.Type == config.BlockDevice {
-				typ = genDevBlock
+				typ = devBlock
 			}
 			b.jump(asm.JNE, asm.R3, typ, miss)
 			if r.Major != config.Wildcard {
@@ -208,16 +203,16 @@ func GenDeviceInstructions(defaultAllow bool, rules []config.Rule) (asm.Instruct
 	return b.finish()
 }
 
-// GenDeviceProgramSpec wraps GenDeviceInstructions in a loadable spec named
-// GenProgramName. Device programs call no GPL-only helper, so the license
+// DeviceProgramSpec wraps DeviceInstructions in a loadable spec named
+// ProgramName. Device programs call no GPL-only helper, so the license
 // need not be GPL.
-func GenDeviceProgramSpec(defaultAllow bool, rules []config.Rule) (*ebpf.ProgramSpec, error) {
-	insns, err := GenDeviceInstructions(defaultAllow, rules)
+func DeviceProgramSpec(defaultAllow bool, rules []config.Rule) (*ebpf.ProgramSpec, error) {
+	insns, err := DeviceInstructions(defaultAllow, rules)
 	if err != nil {
 		return nil, err
 	}
 	return &ebpf.ProgramSpec{
-		Name:         GenProgramName,
+		Name:         ProgramName,
 		Type:         ebpf.CGroupDevice,
 		AttachType:   ebpf.AttachCGroupDevice,
 		Instructions: insns,

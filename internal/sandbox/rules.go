@@ -1,34 +1,33 @@
-package cgroup
+package sandbox
 
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/opencontainers/cgroups/devices/config"
 )
 
-// SandboxDefault is what the sandbox does with an access no rule matches.
-type SandboxDefault string
+// Default is what the sandbox does with an access no rule matches.
+type Default string
 
 const (
-	SandboxDefaultDeny  SandboxDefault = "deny"
-	SandboxDefaultAllow SandboxDefault = "allow"
+	DefaultDeny  Default = "deny"
+	DefaultAllow Default = "allow"
 )
 
-// ParseSandboxDefault accepts "allow" and "deny".
-func ParseSandboxDefault(s string) (SandboxDefault, error) {
-	switch SandboxDefault(s) {
-	case SandboxDefaultDeny, SandboxDefaultAllow:
-		return SandboxDefault(s), nil
+// ParseDefault accepts "allow" and "deny".
+func ParseDefault(s string) (Default, error) {
+	switch Default(s) {
+	case DefaultDeny, DefaultAllow:
+		return Default(s), nil
 	}
 	return "", fmt.Errorf("default %q: want allow or deny", s)
 }
 
-// SandboxRulesHelp explains the rule flags and their order semantics; the
+// RulesHelp explains the rule flags and their order semantics; the
 // sandbox command prints it in its help.
-const SandboxRulesHelp = `Rules use the devices.allow syntax: "a" (every device and access), or
+const RulesHelp = `Rules use the devices.allow syntax: "a" (every device and access), or
 TYPE MAJOR:MINOR PERMS with TYPE c or b, MAJOR and MINOR a number or *, and
 PERMS a set of r (open for reading), w (open for writing), m (mknod), e.g.
 --allow 'c 195:* rwm' --deny 'c 195:255 m'.
@@ -47,81 +46,13 @@ refused with the device they disagree on. On v1 an access asking for several
 letters needs one rule holding all of them; a difference there is reported
 as a warning.`
 
-// sandboxMaxRules bounds a rule set: the v1 consistency check walks every
+// maxRules bounds a rule set: the v1 consistency check walks every
 // combination of the numbers the rules name.
-const sandboxMaxRules = 256
+const maxRules = 256
 
-// ParseRuleFlag parses a rule as the sandbox's --allow and --deny flags
-// take it, in the devices.allow syntax (Documentation/admin-guide/cgroup-v1/devices.rst):
-//
-//	a                 every device, every access
-//	a *:* rwm         the same, as devices.list prints it
-//	c 195:* rw        type c or b, major and minor as a number or *, then
-//	b 8:0 r           a non-empty set of r, w, m (required)
-//
-// The returned rule has its permissions in "rwm" order and Allow set to
-// allow. Anything else is an error.
-func ParseRuleFlag(s string, allow bool) (config.Rule, error) {
-	f := strings.Fields(s)
-	bad := func(format string, a ...any) (config.Rule, error) {
-		return config.Rule{}, fmt.Errorf("rule %q: %s", s, fmt.Sprintf(format, a...))
-	}
-	if len(f) == 0 {
-		return bad("empty")
-	}
-	if len(f[0]) != 1 {
-		return bad("type %q: want a, b or c", f[0])
-	}
-	r := config.Rule{Type: config.Type(f[0][0]), Allow: allow}
-	switch r.Type {
-	case config.WildcardDevice:
-		if len(f) == 1 || (len(f) == 3 && f[1] == "*:*" && f[2] == "rwm") {
-			r.Major, r.Minor, r.Permissions = config.Wildcard, config.Wildcard, "rwm"
-			return r, nil
-		}
-		// devices.allow ignores whatever follows "a"; refusing it keeps a
-		// typo from silently meaning "everything".
-		return bad(`type a takes no numbers or permissions (write "a")`)
-	case config.CharDevice, config.BlockDevice:
-	default:
-		return bad("type %q: want a, b or c", f[0])
-	}
-	if len(f) != 3 {
-		return bad("want TYPE MAJOR:MINOR PERMS, e.g. \"c 195:* rw\"")
-	}
-	maj, min, ok := strings.Cut(f[1], ":")
-	if !ok {
-		return bad("%q: want MAJOR:MINOR", f[1])
-	}
-	var err error
-	if r.Major, err = sandboxParseNumber(maj, genMaxMajor); err != nil {
-		return bad("major: %v", err)
-	}
-	if r.Minor, err = sandboxParseNumber(min, genMaxMinor); err != nil {
-		return bad("minor: %v", err)
-	}
-	var have [3]bool
-	for _, c := range f[2] {
-		i := strings.IndexRune("rwm", c)
-		if i < 0 {
-			return bad("permission %q: want r, w, m", c)
-		}
-		if have[i] {
-			return bad("permission %q repeated", c)
-		}
-		have[i] = true
-	}
-	for i, c := range "rwm" {
-		if have[i] {
-			r.Permissions += config.Permissions(c)
-		}
-	}
-	return r, nil
-}
-
-// SandboxRuleString writes a rule the way the flags take it, prefixed with
+// RuleString writes a rule the way the flags take it, prefixed with
 // its action: "allow c 195:* rw", "deny a".
-func SandboxRuleString(r config.Rule) string {
+func RuleString(r config.Rule) string {
 	action := "deny"
 	if r.Allow {
 		action = "allow"
@@ -132,29 +63,15 @@ func SandboxRuleString(r config.Rule) string {
 	return action + " " + r.CgroupString()
 }
 
-func sandboxParseNumber(s string, max int64) (int64, error) {
-	if s == "*" {
-		return config.Wildcard, nil
-	}
-	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
-		return 0, fmt.Errorf("%q is not a number or *", s)
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n > max {
-		return 0, fmt.Errorf("%q out of range 0-%d", s, max)
-	}
-	return n, nil
-}
-
-// SandboxAllows is the sandbox's rule semantics as a plain function, the
+// Allows is the sandbox's rule semantics as a plain function, the
 // reference the generated program and the v1 write plan are checked
 // against: every bit of perms ("r", "rw", "m"...) must be allowed, and each
 // bit is decided by the last rule that matches the device and holds the
 // bit (a rule of type 'a' matches everything), or by the default. typ is
 // 'c' or 'b'.
-func SandboxAllows(def SandboxDefault, rules []config.Rule, typ byte, major, minor int64, perms string) bool {
+func Allows(def Default, rules []config.Rule, typ byte, major, minor int64, perms string) bool {
 	for i := 0; i < len(perms); i++ {
-		allowed := def == SandboxDefaultAllow
+		allowed := def == DefaultAllow
 		for j := len(rules) - 1; j >= 0; j-- {
 			r := rules[j]
 			if r.Type != config.WildcardDevice &&
@@ -163,7 +80,7 @@ func SandboxAllows(def SandboxDefault, rules []config.Rule, typ byte, major, min
 					(r.Minor != config.Wildcard && r.Minor != minor)) {
 				continue
 			}
-			if genRuleHas(r, perms[i]) {
+			if ruleHas(r, perms[i]) {
 				allowed = r.Allow
 				break
 			}
@@ -175,26 +92,26 @@ func SandboxAllows(def SandboxDefault, rules []config.Rule, typ byte, major, min
 	return true
 }
 
-// SandboxWrite is one line written to a v1 devices cgroup file.
-type SandboxWrite struct {
+// V1Write is one line written to a v1 devices cgroup file.
+type V1Write struct {
 	File string `json:"file"` // "devices.allow" or "devices.deny"
 	Line string `json:"line"`
 }
 
-// sandboxV1Plan turns a rule set into the writes that give a fresh v1
+// v1Plan turns a rule set into the writes that give a fresh v1
 // devices cgroup that policy, in flag order. The v1 controller does not
 // evaluate rules in order: it keeps a default and a list of exceptions, a
 // write with the default's own verdict only removes an exception with the
 // identical type and numbers, and an access asking for several bits needs
 // one exception holding them all (security/device_cgroup.c:
 // devcgroup_update_access, dev_exception_rm, match_exception). So the plan
-// is run through a model of those rules and compared with SandboxAllows at
+// is run through a model of those rules and compared with Allows at
 // every device the rules can tell apart: a single-bit difference makes the
 // rule set impossible on v1 (an error that says so), a multi-bit one is
 // returned as a warning.
-func sandboxV1Plan(def SandboxDefault, rules []config.Rule) ([]SandboxWrite, []string, error) {
-	if len(rules) > sandboxMaxRules {
-		return nil, nil, fmt.Errorf("%d rules: at most %d", len(rules), sandboxMaxRules)
+func v1Plan(def Default, rules []config.Rule) ([]V1Write, []string, error) {
+	if len(rules) > maxRules {
+		return nil, nil, fmt.Errorf("%d rules: at most %d", len(rules), maxRules)
 	}
 	file := func(allow bool) string {
 		if allow {
@@ -203,19 +120,19 @@ func sandboxV1Plan(def SandboxDefault, rules []config.Rule) ([]SandboxWrite, []s
 		return "devices.deny"
 	}
 	// "a" resets the cgroup to a default and empties its exceptions.
-	plan := []SandboxWrite{{file(def == SandboxDefaultAllow), "a"}}
+	plan := []V1Write{{file(def == DefaultAllow), "a"}}
 	for _, r := range rules {
-		if err := genValidateRule(r); err != nil {
+		if err := validateRule(r); err != nil {
 			return nil, nil, err
 		}
 		line := "a"
 		if r.Type != config.WildcardDevice {
 			line = r.CgroupString()
 		}
-		plan = append(plan, SandboxWrite{file(r.Allow), line})
+		plan = append(plan, V1Write{file(r.Allow), line})
 	}
 
-	m := &sandboxV1Model{}
+	m := &v1Model{}
 	for i, w := range plan {
 		var r config.Rule
 		if i == 0 {
@@ -226,12 +143,12 @@ func sandboxV1Plan(def SandboxDefault, rules []config.Rule) ([]SandboxWrite, []s
 		m.write(w.File == "devices.allow", r)
 	}
 	var warnings []string
-	majors, minors := sandboxPoints(rules, true), sandboxPoints(rules, false)
+	majors, minors := points(rules, true), points(rules, false)
 	for _, typ := range []byte{'c', 'b'} {
 		for _, maj := range majors {
 			for _, min := range minors {
 				for _, perms := range []string{"r", "w", "m", "rw", "rm", "wm", "rwm"} {
-					want := SandboxAllows(def, rules, typ, maj, min, perms)
+					want := Allows(def, rules, typ, maj, min, perms)
 					got := m.permits(typ, maj, min, perms)
 					if want == got {
 						continue
@@ -239,7 +156,7 @@ func sandboxV1Plan(def SandboxDefault, rules []config.Rule) ([]SandboxWrite, []s
 					dev := fmt.Sprintf("%c %d:%d %s", typ, maj, min, perms)
 					if len(perms) == 1 {
 						return nil, nil, fmt.Errorf("cgroup v1 cannot apply these rules in order: for %s they %s but the v1 devices controller would %s (a v1 write that repeats the default only removes an earlier line with the same type and numbers); reorder the rules or use cgroup v2",
-							dev, sandboxVerb(want), sandboxVerb(got))
+							dev, verb(want), verb(got))
 					}
 					warnings = append(warnings, fmt.Sprintf("cgroup v1: %s is %s, unlike the rules' bit-by-bit reading (the v1 controller needs one rule granting every bit of an access)",
 						dev, map[bool]string{true: "allowed", false: "denied"}[got]))
@@ -250,17 +167,17 @@ func sandboxV1Plan(def SandboxDefault, rules []config.Rule) ([]SandboxWrite, []s
 	return plan, warnings, nil
 }
 
-func sandboxVerb(allow bool) string {
+func verb(allow bool) string {
 	if allow {
 		return "allow it"
 	}
 	return "deny it"
 }
 
-// sandboxPoints lists the majors (or minors) the rules name plus one they
+// points lists the majors (or minors) the rules name plus one they
 // do not: rules only compare numbers for equality, so these points cover
 // every case.
-func sandboxPoints(rules []config.Rule, major bool) []int64 {
+func points(rules []config.Rule, major bool) []int64 {
 	seen := map[int64]bool{}
 	var out []int64
 	for _, r := range rules {
@@ -282,26 +199,26 @@ func sandboxPoints(rules []config.Rule, major bool) []int64 {
 	return out
 }
 
-// sandboxV1Model is the v1 devices controller's state for one cgroup whose
+// v1Model is the v1 devices controller's state for one cgroup whose
 // parent allows everything: a default and an exception list
 // (security/device_cgroup.c struct dev_cgroup).
-type sandboxV1Model struct {
+type v1Model struct {
 	allow bool
-	ex    []sandboxV1Exception
+	ex    []v1Exception
 }
 
-type sandboxV1Exception struct {
+type v1Exception struct {
 	typ          byte
 	major, minor int64 // config.Wildcard for *
 	acc          string
 }
 
-func (m *sandboxV1Model) write(toAllow bool, r config.Rule) {
+func (m *v1Model) write(toAllow bool, r config.Rule) {
 	if r.Type == config.WildcardDevice {
 		m.allow, m.ex = toAllow, nil
 		return
 	}
-	e := sandboxV1Exception{byte(r.Type), r.Major, r.Minor, string(r.Permissions)}
+	e := v1Exception{byte(r.Type), r.Major, r.Minor, string(r.Permissions)}
 	if toAllow == m.allow {
 		// dev_exception_rm: take the bits off the identical exception.
 		for i := 0; i < len(m.ex); i++ {
@@ -341,7 +258,7 @@ func (m *sandboxV1Model) write(toAllow bool, r config.Rule) {
 // allow denies when any exception matches some of the bits
 // (match_exception_partial); default deny allows only when one exception
 // holds every bit (match_exception).
-func (m *sandboxV1Model) permits(typ byte, major, minor int64, perms string) bool {
+func (m *v1Model) permits(typ byte, major, minor int64, perms string) bool {
 	for _, e := range m.ex {
 		if e.typ != typ || (e.major != config.Wildcard && e.major != major) ||
 			(e.minor != config.Wildcard && e.minor != minor) {

@@ -1,4 +1,4 @@
-package cgroup
+package sandbox
 
 import (
 	"math/rand/v2"
@@ -7,6 +7,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/opencontainers/cgroups/devices/config"
+
+	"github.com/accel-doctor/accel-doctor/internal/cgroup"
 )
 
 func TestGenValidate(t *testing.T) {
@@ -20,12 +22,12 @@ func TestGenValidate(t *testing.T) {
 		"bad perms": {Type: 'b', Major: 1, Minor: w, Permissions: "rx"},
 		"dup perms": {Type: 'b', Major: 1, Minor: w, Permissions: "rr"},
 	} {
-		if _, err := GenDeviceInstructions(false, []config.Rule{r}); err == nil {
+		if _, err := DeviceInstructions(false, []config.Rule{r}); err == nil {
 			t.Errorf("%s: %+v accepted", name, r)
 		}
 	}
 	// 'a' ignores its other fields, as config.Rule documents.
-	if _, err := GenDeviceInstructions(false, []config.Rule{{Type: 'a'}}); err != nil {
+	if _, err := DeviceInstructions(false, []config.Rule{{Type: 'a'}}); err != nil {
 		t.Errorf("type a: %v", err)
 	}
 }
@@ -33,7 +35,7 @@ func TestGenValidate(t *testing.T) {
 // TestGenSmallest pins the shape of the simplest programs: no rules means
 // each requested bit goes straight to the default.
 func TestGenSmallest(t *testing.T) {
-	insns, err := GenDeviceInstructions(false, nil)
+	insns, err := DeviceInstructions(false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,8 +48,8 @@ func TestGenSmallest(t *testing.T) {
 	}
 }
 
-// genRandomRules draws a rule set over a few numbers so that rules overlap.
-func genRandomRules(rng *rand.Rand) []config.Rule {
+// randomRules draws a rule set over a few numbers so that rules overlap.
+func randomRules(rng *rand.Rand) []config.Rule {
 	nums := []int64{config.Wildcard, 1, 3, 5, 195}
 	perms := []config.Permissions{"r", "w", "m", "rw", "rm", "wm", "rwm"}
 	var rules []config.Rule
@@ -68,19 +70,19 @@ func genRandomRules(rng *rand.Rand) []config.Rule {
 // TestGenMatchesSemantics runs generated programs through the package's
 // own interpreter of device programs (interp.go, written independently of
 // this generator) on every device the rules can tell apart and every
-// access set, against SandboxAllows. The kernel check is
+// access set, against Allows. The kernel check is
 // TestSandboxProbeDecisions.
 func TestGenMatchesSemantics(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	accs := []Access{AccessRead, AccessWrite, AccessMknod, AccessRead | AccessWrite, AccessRead | AccessMknod,
-		AccessWrite | AccessMknod, AccessAll}
+	accs := []cgroup.Access{cgroup.AccessRead, cgroup.AccessWrite, cgroup.AccessMknod, cgroup.AccessRead | cgroup.AccessWrite, cgroup.AccessRead | cgroup.AccessMknod,
+		cgroup.AccessWrite | cgroup.AccessMknod, cgroup.AccessAll}
 	for i := 0; i < 300; i++ {
-		rules := genRandomRules(rng)
-		def := SandboxDefaultDeny
+		rules := randomRules(rng)
+		def := DefaultDeny
 		if rng.IntN(2) == 0 {
-			def = SandboxDefaultAllow
+			def = DefaultAllow
 		}
-		insns, err := GenDeviceInstructions(def == SandboxDefaultAllow, rules)
+		insns, err := DeviceInstructions(def == DefaultAllow, rules)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,8 +90,8 @@ func TestGenMatchesSemantics(t *testing.T) {
 			for _, maj := range []int64{1, 3, 5, 195, 7} {
 				for _, min := range []int64{1, 3, 5, 195, 7} {
 					for _, a := range accs {
-						got := EvalDeviceProgram(insns, DeviceRef{Type: typ, Major: uint32(maj), Minor: uint32(min)}, a)
-						want := SandboxAllows(def, rules, typ, maj, min, a.String())
+						got := cgroup.EvalDeviceProgram(insns, cgroup.DeviceRef{Type: typ, Major: uint32(maj), Minor: uint32(min)}, a)
+						want := Allows(def, rules, typ, maj, min, a.String())
 						if !got.Known || got.Allowed != want {
 							t.Fatalf("default %s rules %v: %c %d:%d %s: program %+v, want allowed=%v\n%v",
 								def, rules, typ, maj, min, a, got, want, insns)
@@ -105,23 +107,23 @@ func TestGenMatchesSemantics(t *testing.T) {
 // accept whatever the generator emits (it rejects, for one, unreachable
 // instructions), from no rules at all to the largest rule set.
 func TestGenLoads(t *testing.T) {
-	sandboxTestMounts(t, SandboxV2)
+	testMounts(t, V2)
 	rng := rand.New(rand.NewPCG(3, 4))
 	var big []config.Rule
-	for len(big) < sandboxMaxRules {
-		big = append(big, genRandomRules(rng)...)
+	for len(big) < maxRules {
+		big = append(big, randomRules(rng)...)
 	}
 	allowAll := config.Rule{Type: 'a', Major: -1, Minor: -1, Permissions: "rwm", Allow: true}
 	denyAll := allowAll
 	denyAll.Allow = false
 	sets := [][]config.Rule{nil, {allowAll}, {denyAll}, {{Type: 'c', Major: 1, Minor: 3, Permissions: "r", Allow: true}},
-		big[:sandboxMaxRules]}
+		big[:maxRules]}
 	for i := 0; i < 50; i++ {
-		sets = append(sets, genRandomRules(rng))
+		sets = append(sets, randomRules(rng))
 	}
 	for _, rules := range sets {
 		for _, defAllow := range []bool{false, true} {
-			spec, err := GenDeviceProgramSpec(defAllow, rules)
+			spec, err := DeviceProgramSpec(defAllow, rules)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -134,7 +136,7 @@ func TestGenLoads(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if info.Name != GenProgramName || info.Type != ebpf.CGroupDevice {
+			if info.Name != ProgramName || info.Type != ebpf.CGroupDevice {
 				t.Errorf("loaded as %q type %v", info.Name, info.Type)
 			}
 		}
