@@ -23,6 +23,18 @@
 //     the case where accel-doctor itself is killed, and a sweep of
 //     sandbox cgroups whose owner is dead.
 //
-// It never touches a cgroup it did not name itself. RulesHelp says how
-// the rules are read.
+// It never touches a cgroup it did not name itself.
+//
+// A rule set means what cgroup.DeviceRules says (internal/cgroup/rules.go),
+// the semantics the v1 evaluator and the drift check use too, which are
+// the kernel's and runc's: rules applied in order to a default and an
+// exception list, and one exception must hold the whole of an access (an
+// O_RDWR open asks for r and w at once). --v1 gets the v1 controller's
+// decisions from the kernel itself; --v2 generates a program that decides
+// as runc's generated program does (bpfgen.go). The two mechanisms differ
+// only over a default allow, for an open for reading and writing that a
+// deny rule covers in part (EPERM on v1, allowed by the program); the
+// sandbox warns where a rule set has such a device. Rules that the kernel
+// would ignore and runc refuses (a hole in a wider rule) are refused.
+// RulesHelp is the user's version.
 package sandbox

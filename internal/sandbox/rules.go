@@ -1,11 +1,14 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/opencontainers/cgroups/devices/config"
+
+	"github.com/accel-doctor/accel-doctor/internal/cgroup"
 )
 
 // Default is what the sandbox does with an access no rule matches.
@@ -25,28 +28,38 @@ func ParseDefault(s string) (Default, error) {
 	return "", fmt.Errorf("default %q: want allow or deny", s)
 }
 
-// RulesHelp explains the rule flags and their order semantics; the
-// sandbox command prints it in its help.
+// RulesHelp explains the rule flags and how a rule set is read; the
+// sandbox command prints it in its help. The semantics are
+// cgroup.DeviceRules' (internal/cgroup/rules.go).
 const RulesHelp = `Rules use the devices.allow syntax: "a" (every device and access), or
 TYPE MAJOR:MINOR PERMS with TYPE c or b, MAJOR and MINOR a number or *, and
 PERMS a set of r (open for reading), w (open for writing), m (mknod), e.g.
 --allow 'c 195:* rwm' --deny 'c 195:255 m'.
 
-Order: --allow and --deny rules are read in the order given. Each access
-letter is decided by the LAST rule that matches the device and holds that
-letter; with none, --default decides (deny unless told otherwise). A rule
-"a" matches everything, so rules before it no longer matter. An open for
-reading and writing needs both r and w.
+Order: the rules are applied in the order given, as the kernel applies
+writes to devices.allow and devices.deny and as runc applies an OCI spec's
+device rules. --default (deny unless told otherwise) is the starting
+policy; "a" resets it to allow or deny. A rule that disagrees with the
+current default adds its letters to the exception for exactly its
+TYPE MAJOR:MINOR; a rule that agrees takes its letters off the exception
+with exactly the same TYPE MAJOR:MINOR, and off no other: --deny 'c 195:* w'
+after --allow 'c 195:0 rw' leaves 195:0 writable (a warning says so), and
+--deny 'c 195:255 w' after --allow 'c 195:* rw' is refused (the kernel
+would ignore it; runc refuses it).
 
-cgroup v2 (--v2) applies exactly this with a generated BPF device program.
-cgroup v1 (--v1) writes the rules, in order, to devices.allow/devices.deny;
-the v1 controller cannot express every ordering (a --deny inside an earlier,
-wider --allow, or the reverse with --default allow): such rule sets are
-refused with the device they disagree on. On v1 an access asking for several
-letters needs one rule holding all of them; a difference there is reported
-as a warning.`
+One operation is one access: an open for reading and writing asks for r
+and w at once and needs ONE exception holding both, so --allow 'c 1:* r'
+--allow 'c 1:9 w' does not let it through on 1:9.
 
-// maxRules bounds a rule set: the v1 consistency check walks every
+cgroup v1 (--v1) writes the rules to devices.deny and devices.allow;
+cgroup v2 (--v2) attaches a generated BPF device program that decides as
+runc's does. They differ in one case, reported as a warning: over
+--default allow, a --deny holding only some letters of an operation
+(--deny 'c 1:9 w', then an open of 1:9 for reading and writing) makes it
+EPERM on v1, while the v2 program, like runc's, denies only what one rule
+covers whole.`
+
+// maxRules bounds a rule set: the v1/v2 comparison walks every
 // combination of the numbers the rules name.
 const maxRules = 256
 
@@ -63,33 +76,59 @@ func RuleString(r config.Rule) string {
 	return action + " " + r.CgroupString()
 }
 
-// Allows is the sandbox's rule semantics as a plain function, the
-// reference the generated program and the v1 write plan are checked
-// against: every bit of perms ("r", "rw", "m"...) must be allowed, and each
-// bit is decided by the last rule that matches the device and holds the
-// bit (a rule of type 'a' matches everything), or by the default. typ is
-// 'c' or 'b'.
-func Allows(def Default, rules []config.Rule, typ byte, major, minor int64, perms string) bool {
-	for i := 0; i < len(perms); i++ {
-		allowed := def == DefaultAllow
-		for j := len(rules) - 1; j >= 0; j-- {
-			r := rules[j]
-			if r.Type != config.WildcardDevice &&
-				(byte(r.Type) != typ ||
-					(r.Major != config.Wildcard && r.Major != major) ||
-					(r.Minor != config.Wildcard && r.Minor != minor)) {
-				continue
-			}
-			if ruleHas(r, perms[i]) {
-				allowed = r.Allow
-				break
-			}
+// validateRule rejects a rule the sandbox cannot apply: beyond what
+// cgroup.DeviceRules checks, numbers must fit a dev_t (a v2 program
+// compares them as 32-bit immediates; the kernel never passes more).
+func validateRule(r config.Rule) error {
+	switch r.Type {
+	case config.WildcardDevice:
+		// 'a' covers every device and access: the other fields are ignored,
+		// as config.Rule documents and as devices.allow treats "a".
+		return nil
+	case config.BlockDevice, config.CharDevice:
+	default:
+		return fmt.Errorf("rule %q: device type %q is not 'a', 'b' or 'c'", r.CgroupString(), r.Type)
+	}
+	if r.Major != config.Wildcard && (r.Major < 0 || r.Major > cgroup.MaxMajor) {
+		return fmt.Errorf("rule %q: major %d out of range 0-%d", r.CgroupString(), r.Major, cgroup.MaxMajor)
+	}
+	if r.Minor != config.Wildcard && (r.Minor < 0 || r.Minor > cgroup.MaxMinor) {
+		return fmt.Errorf("rule %q: minor %d out of range 0-%d", r.CgroupString(), r.Minor, cgroup.MaxMinor)
+	}
+	if _, err := cgroup.ParseAccess(string(r.Permissions)); err != nil {
+		return fmt.Errorf("rule %q: %w", r.CgroupString(), err)
+	}
+	return nil
+}
+
+// policy applies rules over def, as the kernel and runc do
+// (cgroup.DeviceRules). A rule the kernel would ignore and runc refuses
+// (a *cgroup.HoleError) is an error: applied on v1 it would silently not
+// do what it says. A rule that takes access off one exception but names
+// narrower ones it leaves alone gives a warning.
+func policy(def Default, rules []config.Rule) (*cgroup.DeviceRules, []string, error) {
+	if len(rules) > maxRules {
+		return nil, nil, fmt.Errorf("%d rules: at most %d", len(rules), maxRules)
+	}
+	s := cgroup.NewDeviceRules(def == DefaultAllow)
+	var warnings []string
+	for _, r := range rules {
+		if err := validateRule(r); err != nil {
+			return nil, nil, err
 		}
-		if !allowed {
-			return false
+		for _, x := range s.Spared(r) {
+			warnings = append(warnings, fmt.Sprintf("%q takes nothing from the earlier, narrower %q: a rule takes access back only from an identical TYPE MAJOR:MINOR (the kernel and runc alike)",
+				RuleString(r), x.String()))
+		}
+		if err := s.Apply(r); err != nil {
+			var he *cgroup.HoleError
+			if errors.As(err, &he) {
+				return nil, nil, fmt.Errorf("%w; reorder or split the rules", err)
+			}
+			return nil, nil, err
 		}
 	}
-	return true
+	return s, append(warnings, v1v2Differences(s)...), nil
 }
 
 // V1Write is one line written to a v1 devices cgroup file.
@@ -98,185 +137,95 @@ type V1Write struct {
 	Line string `json:"line"`
 }
 
-// v1Plan turns a rule set into the writes that give a fresh v1
-// devices cgroup that policy, in flag order. The v1 controller does not
-// evaluate rules in order: it keeps a default and a list of exceptions, a
-// write with the default's own verdict only removes an exception with the
-// identical type and numbers, and an access asking for several bits needs
-// one exception holding them all (security/device_cgroup.c:
-// devcgroup_update_access, dev_exception_rm, match_exception). So the plan
-// is run through a model of those rules and compared with Allows at
-// every device the rules can tell apart: a single-bit difference makes the
-// rule set impossible on v1 (an error that says so), a multi-bit one is
-// returned as a warning.
-func v1Plan(def Default, rules []config.Rule) ([]V1Write, []string, error) {
-	if len(rules) > maxRules {
-		return nil, nil, fmt.Errorf("%d rules: at most %d", len(rules), maxRules)
-	}
+// v1Plan is the writes that give a fresh v1 devices cgroup the policy of
+// rules over def: "a" with the default, then every rule in order. The
+// kernel builds from them the exception list cgroup.DeviceRules models
+// (devcgroup_update_access, security/device_cgroup.c).
+func v1Plan(def Default, rules []config.Rule) []V1Write {
 	file := func(allow bool) string {
 		if allow {
 			return "devices.allow"
 		}
 		return "devices.deny"
 	}
-	// "a" resets the cgroup to a default and empties its exceptions.
 	plan := []V1Write{{file(def == DefaultAllow), "a"}}
 	for _, r := range rules {
-		if err := validateRule(r); err != nil {
-			return nil, nil, err
-		}
 		line := "a"
 		if r.Type != config.WildcardDevice {
 			line = r.CgroupString()
 		}
 		plan = append(plan, V1Write{file(r.Allow), line})
 	}
+	return plan
+}
 
-	m := &v1Model{}
-	for i, w := range plan {
-		var r config.Rule
-		if i == 0 {
-			r = config.Rule{Type: config.WildcardDevice}
-		} else {
-			r = rules[i-1]
-		}
-		m.write(w.File == "devices.allow", r)
+// maxDifferences bounds the v1/v2 warnings listed one by one.
+const maxDifferences = 8
+
+// v1v2Differences names the (device, access) pairs that the v1 controller
+// and a v2 program decide differently under s: only over a default allow,
+// where the v1 controller refuses an access any deny exception covers in
+// part (match_exception_partial) and a v2 program, as runc generates it
+// and as --v2 applies, refuses only what one exception covers whole.
+// Rules compare numbers only for equality, so the numbers the exceptions
+// name plus one they do not cover every case.
+func v1v2Differences(s *cgroup.DeviceRules) []string {
+	if !s.DefaultAllow || len(s.Exceptions) == 0 {
+		return nil
 	}
-	var warnings []string
-	majors, minors := points(rules, true), points(rules, false)
+	// The only access of several bits the kernel asks for is r and w
+	// together, an O_RDWR open (devcgroup_inode_permission); mknod asks
+	// for m alone (devcgroup_inode_mknod).
+	rw := cgroup.AccessRead | cgroup.AccessWrite
+	var diff []string
+	for _, dev := range devicePoints(s) {
+		if s.Decide(dev, rw, cgroup.EnforcerV1).Allowed != s.Decide(dev, rw, cgroup.EnforcerV2).Allowed {
+			diff = append(diff, fmt.Sprintf("%s %s", dev, rw))
+		}
+	}
+	if len(diff) == 0 {
+		return nil
+	}
+	more := ""
+	if len(diff) > maxDifferences {
+		more = fmt.Sprintf(" and %d more", len(diff)-maxDifferences)
+		diff = diff[:maxDifferences]
+	}
+	return []string{fmt.Sprintf("cgroup v1 and v2 differ on %s%s: the v1 devices controller denies an open for reading and writing that a deny rule covers in part (match_exception_partial); a v2 program, as runc generates it and as --v2 applies, allows it unless one rule covers both",
+		strings.Join(diff, ", "), more)}
+}
+
+// devicePoints are the devices of both types at points(), major by minor.
+func devicePoints(s *cgroup.DeviceRules) []cgroup.DeviceRef {
+	var out []cgroup.DeviceRef
+	majors, minors := points(s, true), points(s, false)
 	for _, typ := range []byte{'c', 'b'} {
 		for _, maj := range majors {
 			for _, min := range minors {
-				for _, perms := range []string{"r", "w", "m", "rw", "rm", "wm", "rwm"} {
-					want := Allows(def, rules, typ, maj, min, perms)
-					got := m.permits(typ, maj, min, perms)
-					if want == got {
-						continue
-					}
-					dev := fmt.Sprintf("%c %d:%d %s", typ, maj, min, perms)
-					if len(perms) == 1 {
-						return nil, nil, fmt.Errorf("cgroup v1 cannot apply these rules in order: for %s they %s but the v1 devices controller would %s (a v1 write that repeats the default only removes an earlier line with the same type and numbers); reorder the rules or use cgroup v2",
-							dev, verb(want), verb(got))
-					}
-					warnings = append(warnings, fmt.Sprintf("cgroup v1: %s is %s, unlike the rules' bit-by-bit reading (the v1 controller needs one rule granting every bit of an access)",
-						dev, map[bool]string{true: "allowed", false: "denied"}[got]))
-				}
+				out = append(out, cgroup.DeviceRef{Type: typ, Major: uint32(maj), Minor: uint32(min)})
 			}
 		}
 	}
-	return plan, warnings, nil
+	return out
 }
 
-func verb(allow bool) string {
-	if allow {
-		return "allow it"
-	}
-	return "deny it"
-}
-
-// points lists the majors (or minors) the rules name plus one they
-// do not: rules only compare numbers for equality, so these points cover
-// every case.
-func points(rules []config.Rule, major bool) []int64 {
-	seen := map[int64]bool{}
+// points lists the majors (or minors) the exceptions name, plus one they
+// do not (which stands for "any other").
+func points(s *cgroup.DeviceRules, major bool) []int64 {
 	var out []int64
-	for _, r := range rules {
-		n := r.Minor
+	for _, x := range s.Exceptions {
+		n := x.Minor
 		if major {
-			n = r.Major
+			n = x.Major
 		}
-		if r.Type != config.WildcardDevice && n != config.Wildcard && !seen[n] {
-			seen[n] = true
+		if n != config.Wildcard && !slices.Contains(out, n) {
 			out = append(out, n)
 		}
 	}
 	other := int64(0)
-	for seen[other] {
+	for slices.Contains(out, other) {
 		other++
 	}
-	out = append(out, other)
 	slices.Sort(out)
-	return out
-}
-
-// v1Model is the v1 devices controller's state for one cgroup whose
-// parent allows everything: a default and an exception list
-// (security/device_cgroup.c struct dev_cgroup).
-type v1Model struct {
-	allow bool
-	ex    []v1Exception
-}
-
-type v1Exception struct {
-	typ          byte
-	major, minor int64 // config.Wildcard for *
-	acc          string
-}
-
-func (m *v1Model) write(toAllow bool, r config.Rule) {
-	if r.Type == config.WildcardDevice {
-		m.allow, m.ex = toAllow, nil
-		return
-	}
-	e := v1Exception{byte(r.Type), r.Major, r.Minor, string(r.Permissions)}
-	if toAllow == m.allow {
-		// dev_exception_rm: take the bits off the identical exception.
-		for i := 0; i < len(m.ex); i++ {
-			w := &m.ex[i]
-			if w.typ != e.typ || w.major != e.major || w.minor != e.minor {
-				continue
-			}
-			w.acc = strings.Map(func(c rune) rune {
-				if strings.ContainsRune(e.acc, c) {
-					return -1
-				}
-				return c
-			}, w.acc)
-			if w.acc == "" {
-				m.ex = slices.Delete(m.ex, i, i+1)
-				i--
-			}
-		}
-		return
-	}
-	// dev_exception_add: merge into the identical exception or append.
-	for i := range m.ex {
-		w := &m.ex[i]
-		if w.typ == e.typ && w.major == e.major && w.minor == e.minor {
-			for _, c := range e.acc {
-				if !strings.ContainsRune(w.acc, c) {
-					w.acc += string(c)
-				}
-			}
-			return
-		}
-	}
-	m.ex = append(m.ex, e)
-}
-
-// permits is devcgroup_legacy_check_permission for one device: default
-// allow denies when any exception matches some of the bits
-// (match_exception_partial); default deny allows only when one exception
-// holds every bit (match_exception).
-func (m *v1Model) permits(typ byte, major, minor int64, perms string) bool {
-	for _, e := range m.ex {
-		if e.typ != typ || (e.major != config.Wildcard && e.major != major) ||
-			(e.minor != config.Wildcard && e.minor != minor) {
-			continue
-		}
-		if m.allow {
-			if strings.ContainsAny(e.acc, perms) {
-				return false
-			}
-			continue
-		}
-		all := true
-		for _, c := range perms {
-			all = all && strings.ContainsRune(e.acc, c)
-		}
-		if all {
-			return true
-		}
-	}
-	return m.allow
+	return append(out, other)
 }

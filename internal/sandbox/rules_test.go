@@ -8,6 +8,7 @@ import (
 	"github.com/opencontainers/cgroups/devices/config"
 
 	"github.com/accel-doctor/accel-doctor/internal/cgroup"
+	"github.com/accel-doctor/accel-doctor/internal/testutil"
 )
 
 func sbRule(t testing.TB, s string, allow bool) config.Rule {
@@ -45,91 +46,71 @@ func FuzzRuleFlagValid(f *testing.F) {
 	})
 }
 
-func TestSandboxAllows(t *testing.T) {
-	rules := []config.Rule{
-		sbRule(t, "c 1:* rw", true),
-		sbRule(t, "c 1:5 w", false),
-		sbRule(t, "b *:* m", true),
+// tableRules parses a testutil.DeviceRuleCase's rules.
+func tableRules(t testing.TB, c testutil.DeviceRuleCase) []config.Rule {
+	t.Helper()
+	var rules []config.Rule
+	for _, s := range c.Rules {
+		verb, rest, _ := strings.Cut(s, " ")
+		rules = append(rules, sbRule(t, rest, verb == "allow"))
 	}
-	tests := []struct {
-		def   Default
-		typ   byte
-		maj   int64
-		min   int64
-		perms string
-		want  bool
-	}{
-		{DefaultDeny, 'c', 1, 3, "rw", true},
-		{DefaultDeny, 'c', 1, 3, "m", false},
-		{DefaultDeny, 'c', 1, 5, "r", true},
-		{DefaultDeny, 'c', 1, 5, "w", false}, // the later deny wins
-		{DefaultDeny, 'c', 1, 5, "rw", false},
-		{DefaultDeny, 'b', 1, 3, "r", false},
-		{DefaultDeny, 'b', 9, 9, "m", true},
-		{DefaultAllow, 'c', 2, 0, "rwm", true},
-		{DefaultAllow, 'c', 1, 5, "w", false},
-	}
-	for _, tc := range tests {
-		if got := Allows(tc.def, rules, tc.typ, tc.maj, tc.min, tc.perms); got != tc.want {
-			t.Errorf("default %s, %c %d:%d %s = %v, want %v", tc.def, tc.typ, tc.maj, tc.min, tc.perms, got, tc.want)
-		}
-	}
-	// An 'a' rule overrides everything before it.
-	after := append(append([]config.Rule{}, rules...), sbRule(t, "a", false))
-	if Allows(DefaultAllow, after, 'c', 1, 3, "r") {
-		t.Error("deny a after allow c 1:* rw: 1:3 r allowed")
+	return rules
+}
+
+func TestV1Plan(t *testing.T) {
+	rules := []config.Rule{sbRule(t, "c 1:3 rw", true), sbRule(t, "c 195:* rwm", true), sbRule(t, "c 1:3 w", false), sbRule(t, "a", true)}
+	want := []V1Write{{"devices.deny", "a"}, {"devices.allow", "c 1:3 rw"},
+		{"devices.allow", "c 195:* rwm"}, {"devices.deny", "c 1:3 w"}, {"devices.allow", "a"}}
+	if diff := cmp.Diff(want, v1Plan(DefaultDeny, rules)); diff != "" {
+		t.Errorf("plan (-want +got):\n%s", diff)
 	}
 }
 
-func TestSandboxV1Plan(t *testing.T) {
-	t.Run("expressible", func(t *testing.T) {
-		rules := []config.Rule{sbRule(t, "c 1:3 rw", true), sbRule(t, "c 195:* rwm", true), sbRule(t, "c 1:3 w", false)}
-		plan, warn, err := v1Plan(DefaultDeny, rules)
-		if err != nil {
-			t.Fatal(err)
+func TestPolicy(t *testing.T) {
+	parse := func(ss ...string) []config.Rule {
+		var rules []config.Rule
+		for _, s := range ss {
+			verb, rest, _ := strings.Cut(s, " ")
+			rules = append(rules, sbRule(t, rest, verb == "allow"))
 		}
-		want := []V1Write{{"devices.deny", "a"}, {"devices.allow", "c 1:3 rw"},
-			{"devices.allow", "c 195:* rwm"}, {"devices.deny", "c 1:3 w"}}
-		if diff := cmp.Diff(want, plan); diff != "" {
-			t.Errorf("plan (-want +got):\n%s", diff)
+		return rules
+	}
+	for _, tc := range []struct {
+		name  string
+		def   Default
+		rules []string
+		err   string   // part of the error, "" for none
+		warn  []string // parts of the warnings, in order
+	}{
+		{name: "plain", def: DefaultDeny, rules: []string{"allow c 1:3 rw", "allow c 195:* rwm", "deny c 1:3 w"}},
+		// Issue 6: no per-bit reading any more, so nothing to warn about:
+		// v1 and v2 both deny the O_RDWR open of 1:9.
+		{name: "one rule must cover the access", def: DefaultDeny, rules: []string{"allow c 1:* r", "allow c 1:9 w"}},
+		{name: "deny inside a wider allow", def: DefaultDeny, rules: []string{"allow c 1:* rw", "deny c 1:5 w"},
+			err: `rule "deny c 1:5 w" cannot take access back from part of the earlier, wider "c 1:* rw"`},
+		{name: "allow inside a wider deny", def: DefaultAllow, rules: []string{"deny c 1:* rw", "allow c 1:3 r"},
+			err: "runc refuses the rule set"},
+		{name: "wider deny spares a narrower allow", def: DefaultDeny, rules: []string{"allow c 1:3 rw", "deny c 1:* w"},
+			warn: []string{`"deny c 1:* w" takes nothing from the earlier, narrower "c 1:3 rw"`}},
+		{name: "v1 and v2 differ over allow", def: DefaultAllow, rules: []string{"deny c 1:9 w"},
+			warn: []string{"cgroup v1 and v2 differ on c 1:9 rw:"}},
+		{name: "a resets to deny: no difference", def: DefaultAllow, rules: []string{"deny c 1:9 w", "deny a", "allow c 1:3 r"}},
+	} {
+		_, warn, err := policy(tc.def, parse(tc.rules...))
+		switch {
+		case tc.err == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+			t.Errorf("%s: error %v, want one with %q", tc.name, err, tc.err)
 		}
-		if len(warn) != 0 {
-			t.Errorf("warnings: %q", warn)
+		if len(warn) != len(tc.warn) {
+			t.Errorf("%s: warnings %q, want %d", tc.name, warn, len(tc.warn))
+			continue
 		}
-	})
-	t.Run("deny inside a wider allow", func(t *testing.T) {
-		rules := []config.Rule{sbRule(t, "c 1:* rw", true), sbRule(t, "c 1:5 w", false)}
-		_, _, err := v1Plan(DefaultDeny, rules)
-		if err == nil || !strings.Contains(err.Error(), "c 1:5 w they deny it but the v1 devices controller would allow it") {
-			t.Errorf("err = %v, want the v1 limitation named", err)
+		for i, w := range tc.warn {
+			if !strings.Contains(warn[i], w) {
+				t.Errorf("%s: warning %q lacks %q", tc.name, warn[i], w)
+			}
 		}
-	})
-	t.Run("allow inside a wider deny", func(t *testing.T) {
-		rules := []config.Rule{sbRule(t, "c 1:* rw", false), sbRule(t, "c 1:3 r", true)}
-		if _, _, err := v1Plan(DefaultAllow, rules); err == nil {
-			t.Error("no error")
-		}
-	})
-	t.Run("multi-bit warning", func(t *testing.T) {
-		rules := []config.Rule{sbRule(t, "c 1:* r", true), sbRule(t, "c 1:3 w", true)}
-		_, warn, err := v1Plan(DefaultDeny, rules)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := []string{"cgroup v1: c 1:3 rw is denied, unlike the rules' bit-by-bit reading (the v1 controller needs one rule granting every bit of an access)"}
-		if diff := cmp.Diff(want, warn); diff != "" {
-			t.Errorf("warnings (-want +got):\n%s", diff)
-		}
-	})
-	t.Run("a resets", func(t *testing.T) {
-		rules := []config.Rule{sbRule(t, "c 1:3 r", true), sbRule(t, "a", false), sbRule(t, "c 1:5 r", true)}
-		plan, _, err := v1Plan(DefaultAllow, rules)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := []V1Write{{"devices.allow", "a"}, {"devices.allow", "c 1:3 r"}, {"devices.deny", "a"}, {"devices.allow", "c 1:5 r"}}
-		if diff := cmp.Diff(want, plan); diff != "" {
-			t.Errorf("plan (-want +got):\n%s", diff)
-		}
-	})
+	}
 }
