@@ -174,7 +174,8 @@ func BenchmarkEvaluate8GPU(b *testing.B) {
 	allow = append(allow, gpuNodes[:8]...)
 	rules, _ := ParseDevicesList([]byte("c *:* m\nb *:* m\nc 1:3 rwm\nc 1:5 rwm\nc 1:7 rwm\nc 1:8 rwm\nc 1:9 rwm\nc 5:0 rwm\nc 5:2 rwm\nc 136:* rwm\nc 10:200 rwm\nc 195:* rwm\nc 509:* rw\n"))
 	p := &Policy{
-		V1Applies: true, V1: &V1Policy{Levels: []V1Level{{Dir: "/sys/fs/cgroup/devices/k8s/pod", Rules: rules}}},
+		// As ReadV1 builds it.
+		V1Applies: true, V1: &V1Policy{Levels: []V1Level{newV1Level("/sys/fs/cgroup/devices/k8s/pod", rules, nil)}},
 		V2Applies: true, V2: &V2Policy{Dir: "/sys/fs/cgroup/unified/k8s/pod", Programs: []*V2Program{NewV2Program(7, "runc-shaped", runcShaped(allow))}},
 	}
 	b.ReportAllocs()

@@ -119,35 +119,39 @@ func ReadV1(root *hostfs.Root, mount, dir string) (*V1Policy, error) {
 	}
 	p := &V1Policy{}
 	for d := dir; ; d = path.Dir(d) {
-		l := V1Level{Dir: d}
-		b, err := root.ReadFile(l.ListPath())
+		list := path.Join(d, "devices.list")
+		b, err := root.ReadFile(list)
+		var rules []config.Rule
 		if err == nil {
-			l.Rules, err = ParseDevicesList(b)
-			if err != nil {
-				err = fmt.Errorf("%s: %w", l.ListPath(), err)
+			if rules, err = ParseDevicesList(b); err != nil {
+				err = fmt.Errorf("%s: %w", list, err)
 			}
 		}
-		if err != nil {
-			if d == dir {
-				return nil, err
-			}
-			l.Err = err
+		if err != nil && d == dir {
+			return nil, err
 		}
-		for _, r := range l.Rules {
-			if r.Type == config.WildcardDevice {
-				l.DefaultAllow = true
-			}
-		}
-		if !l.DefaultAllow && l.Err == nil {
-			// An error here leaves Evaluate to report it.
-			l.rules, _ = listRules(l.Rules)
-		}
-		p.Levels = append(p.Levels, l)
+		p.Levels = append(p.Levels, newV1Level(d, rules, err))
 		if d == mount || d == "/" {
 			break
 		}
 	}
 	return p, nil
+}
+
+// newV1Level is the level of cgroup dir whose devices.list gave rules, or
+// err.
+func newV1Level(dir string, rules []config.Rule, err error) V1Level {
+	l := V1Level{Dir: dir, Rules: rules, Err: err}
+	for _, r := range rules {
+		if r.Type == config.WildcardDevice {
+			l.DefaultAllow = true
+		}
+	}
+	if !l.DefaultAllow && err == nil {
+		// An error here leaves Evaluate to report it.
+		l.rules, _ = listRules(rules)
+	}
+	return l
 }
 
 // listRules is the policy a default-deny devices.list describes: the
