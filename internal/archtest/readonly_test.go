@@ -110,3 +110,26 @@ func TestReaderCheckSeesWrites(t *testing.T) {
 		}
 	}
 }
+
+// TestOnlyCLIImportsSandbox: the writer is reached from the sandbox
+// command alone (internal/cli and cmd/accel-doctor); no reader, check or
+// renderer can start it.
+func TestOnlyCLIImportsSandbox(t *testing.T) {
+	files, _ := filepath.Glob(filepath.Join("..", "*", "*.go"))
+	cmd, _ := filepath.Glob(filepath.Join("..", "..", "cmd", "*", "*.go"))
+	for _, f := range append(files, cmd...) {
+		pkg := filepath.Base(filepath.Dir(f))
+		if pkg == "cli" || pkg == "sandbox" || pkg == "accel-doctor" || strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, im := range af.Imports {
+			if strings.Trim(im.Path.Value, `"`) == module+"sandbox" {
+				t.Errorf("%s imports internal/sandbox: only internal/cli and cmd/accel-doctor may", f)
+			}
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -111,6 +112,26 @@ func TestPolicy(t *testing.T) {
 			if !strings.Contains(warn[i], w) {
 				t.Errorf("%s: warning %q lacks %q", tc.name, warn[i], w)
 			}
+		}
+	}
+}
+
+// TestPolicyTableWarnings: the v1/v2 warning appears exactly for the
+// shared table's rule sets that have a 'P' entry (a device where the
+// kernel's v1 controller and runc's program were seen to differ).
+func TestPolicyTableWarnings(t *testing.T) {
+	for _, c := range testutil.DeviceRuleCases {
+		_, warn, err := policy(Default(c.Default), tableRules(t, c))
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		differ := false
+		for _, w := range c.Want {
+			differ = differ || strings.Contains(w, "P")
+		}
+		warned := slices.ContainsFunc(warn, func(w string) bool { return strings.Contains(w, "cgroup v1 and v2 differ") })
+		if warned != differ {
+			t.Errorf("%s: v1/v2 warning %v, want %v (warnings %q)", c.Name, warned, differ, warn)
 		}
 	}
 }

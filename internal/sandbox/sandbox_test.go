@@ -216,9 +216,8 @@ func TestSandboxProbeDecisions(t *testing.T) {
 					for _, s := range rs.deny {
 						rules = append(rules, sbRule(t, s, false))
 					}
-					spec := Spec{Version: v, Default: rs.def, Rules: rules, Nodes: list,
-						Accesses: []probe.Access{probe.Read, probe.Write, probe.ReadWrite, probe.Mknod}}
-					res, err := Run(context.Background(), spec)
+					res, err := Run(context.Background(), Spec{Version: v, Default: rs.def, Rules: rules, Nodes: list,
+						Accesses: []probe.Access{probe.Read, probe.Write, probe.ReadWrite, probe.Mknod}})
 					if rs.hole {
 						if err == nil || !strings.Contains(err.Error(), "cannot take access back from part of the earlier, wider") {
 							t.Fatalf("accepted a rule the kernel ignores and runc refuses: %v", err)
@@ -231,60 +230,69 @@ func TestSandboxProbeDecisions(t *testing.T) {
 					if _, err := os.Stat(res.Cgroup); !os.IsNotExist(err) {
 						t.Errorf("cgroup %s still there: %v", res.Cgroup, err)
 					}
-					model := mustPolicy(t, rs.def, rules)
-					enforcer := cgroup.EnforcerV2
-					if v == V1 {
-						enforcer = cgroup.EnforcerV1
-						// What the kernel shows: the allow lines in a default-deny
-						// cgroup, only "a *:* rwm" (and a warning) in a
-						// default-allow one.
-						for _, r := range rules {
-							if rs.def == DefaultDeny && !slices.Contains(res.V1List, r.CgroupString()) {
-								t.Errorf("devices.list %q lacks %q", res.V1List, r.CgroupString())
-							}
-						}
-						if rs.def == DefaultAllow {
-							if !slices.Equal(res.V1List, []string{"a *:* rwm"}) {
-								t.Errorf("devices.list %q, want a *:* rwm", res.V1List)
-							}
-							if !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "does not show the deny rules") }) {
-								t.Errorf("no warning about hidden deny rules: %q", res.Warnings)
-							}
-						}
-					} else if res.Program == nil || res.Program.ID == 0 || res.Program.Tag == "" {
-						t.Errorf("program not reported: %+v", res.Program)
-					}
+					checkApplied(t, res, rs.def, rules)
 					if want := len(nodes) * 4; len(res.Probes) != want {
 						t.Fatalf("%d probes, want %d", len(res.Probes), want)
 					}
-					for _, p := range res.Probes {
-						n := byPath[p.Node]
-						var dev cgroup.DeviceRef
-						fmt.Sscanf(n, "%c %d:%d", &dev.Type, &dev.Major, &dev.Minor)
-						acc, err := cgroup.ParseAccess(string(p.Access))
-						if err != nil {
-							t.Fatal(err)
-						}
-						want := model.Decide(dev, acc, enforcer).Allowed
-						if p.Baseline.Errno == unix.EPERM || p.Baseline.Errno == unix.EACCES {
-							t.Fatalf("%s %s: baseline outside the sandbox failed: %+v", n, p.Access, p.Baseline)
-						}
-						var got bool
-						switch p.Verdict.Decision {
-						case probe.Allowed:
-							got = true
-						case probe.Denied:
-						default:
-							t.Errorf("%s %s: undetermined: %+v", n, p.Access, p)
-							continue
-						}
-						if got != want {
-							t.Errorf("%s %s: kernel says allowed=%v (%s), rules say %v", n, p.Access, got, p.InCgroup.ErrnoName, want)
-						}
-					}
+					checkProbes(t, res, byPath, mustPolicy(t, rs.def, rules))
 				})
 			}
 		})
+	}
+}
+
+// checkApplied checks what the result says was applied. On v1 the kernel
+// shows the allow lines in a default-deny cgroup, and only "a *:* rwm"
+// (with a warning) in a default-allow one.
+func checkApplied(t *testing.T, res *Result, def Default, rules []config.Rule) {
+	t.Helper()
+	if res.Version == V2 {
+		if res.Program == nil || res.Program.ID == 0 || res.Program.Tag == "" {
+			t.Errorf("program not reported: %+v", res.Program)
+		}
+		return
+	}
+	if def == DefaultDeny {
+		for _, r := range rules {
+			if !slices.Contains(res.V1List, r.CgroupString()) {
+				t.Errorf("devices.list %q lacks %q", res.V1List, r.CgroupString())
+			}
+		}
+		return
+	}
+	if !slices.Equal(res.V1List, []string{"a *:* rwm"}) {
+		t.Errorf("devices.list %q, want a *:* rwm", res.V1List)
+	}
+	if !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "does not show the deny rules") }) {
+		t.Errorf("no warning about hidden deny rules: %q", res.Warnings)
+	}
+}
+
+// checkProbes compares each probe's verdict with what model decides for
+// the result's mechanism; byPath gives a probed path's "c 1:3".
+func checkProbes(t *testing.T, res *Result, byPath map[string]string, model *cgroup.DeviceRules) {
+	t.Helper()
+	enforcer := cgroup.EnforcerV2
+	if res.Version == V1 {
+		enforcer = cgroup.EnforcerV1
+	}
+	for _, p := range res.Probes {
+		n := byPath[p.Node]
+		if p.Baseline.Errno == unix.EPERM || p.Baseline.Errno == unix.EACCES {
+			t.Fatalf("%s %s: baseline outside the sandbox failed: %+v", n, p.Access, p.Baseline)
+		}
+		var dev cgroup.DeviceRef
+		fmt.Sscanf(n, "%c %d:%d", &dev.Type, &dev.Major, &dev.Minor)
+		acc, err := cgroup.ParseAccess(string(p.Access))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := model.Decide(dev, acc, enforcer).Allowed
+		if p.Verdict.Decision != probe.Allowed && p.Verdict.Decision != probe.Denied {
+			t.Errorf("%s %s: undetermined: %+v", n, p.Access, p)
+		} else if got := p.Verdict.Decision == probe.Allowed; got != want {
+			t.Errorf("%s %s: kernel says allowed=%v (%s), rules say %v", n, p.Access, got, p.InCgroup.ErrnoName, want)
+		}
 	}
 }
 
