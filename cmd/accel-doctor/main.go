@@ -5,15 +5,15 @@ package main
 import (
 	"os"
 
-	"github.com/accel-doctor/accel-doctor/internal/cgroup"
 	"github.com/accel-doctor/accel-doctor/internal/cli"
+	"github.com/accel-doctor/accel-doctor/internal/sandbox"
 )
 
 func main() {
 	// The sandbox re-runs this binary for its helpers (command trampoline,
 	// probe, reaper); they are chosen by an environment variable and never
 	// reach the command line.
-	if cgroup.SandboxTrampolineMain() {
+	if sandbox.TrampolineMain() {
 		return
 	}
 	os.Exit(cli.Run(os.Args[1:], os.Stdout, os.Stderr))

@@ -21,6 +21,7 @@ var allowed = map[string][]string{
 	"driver":   {"hostfs", "pci"},
 	"devnode":  {"hostfs", "pci", "driver"},
 	"cgroup":   {"hostfs", "probe"},
+	"sandbox":  {"hostfs", "cgroup", "probe"}, // the one writer; only cli (and cmd) import it
 	"probe":    {"hostfs"},
 	"runtime":  {"hostfs"},
 	"fixture":  {"hostfs"},

@@ -17,11 +17,10 @@
 // interpreter does not model gives an undecided result with the reason,
 // never a guess.
 //
-// The sandbox (sandbox*.go, bpfgen.go) is the one part of accel-doctor
-// that writes to the host: it creates transient cgroups named
-// accel-doctor-sandbox-<pid>-<random> (v1 devices controller, or a cgroup2
-// directory with a generated BPF device program named adoc_sandbox), runs a
-// command or probes nodes inside, and removes them on every exit path,
-// with a reaper process for the case where accel-doctor itself is killed.
-// It never touches any other cgroup.
+// The package is read-only: nothing in it writes, creates, removes,
+// attaches or loads anything (internal/archtest holds that). The one part
+// of accel-doctor that writes to the host, the sandbox, is
+// internal/sandbox; it uses this package's readers and its rule
+// semantics (rules.go), so that what the sandbox applies and what the
+// diagnosis evaluates are decided the same way.
 package cgroup

@@ -1,21 +1,30 @@
 package cgroup
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
+	"github.com/opencontainers/cgroups/devices/config"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
-// SpecDecision is what an OCI spec's linux.resources.devices asks for one
-// access: runc starts a container's cgroup from deny-all and applies the
-// rules in order, so the last rule matching the device and the access
-// wins (libcontainer/specconv and the devices emulator of
-// github.com/opencontainers/cgroups). A rule with no type or type "a"
-// matches every device, a nil major or minor matches any, an empty access
-// means "rwm". by names the deciding rule, or "default deny".
-func SpecDecision(rules []specs.LinuxDeviceCgroup, dev DeviceRef, acc Access) (allowed bool, by string, err error) {
-	return specDecision(rules, len(rules), dev, acc)
+// SpecDecision is what an OCI spec's linux.resources.devices asks for acc
+// (one access, or several that one operation asks for at once) on dev,
+// under enforcer e. runc converts the rules (libcontainer/specconv
+// CreateCgroupConfig: no type means 'a', no major or minor means any, an
+// empty access is refused), starts from deny-all and applies them in order
+// through its devices emulator, which builds the exception list that
+// DeviceRules models, for v1 and v2 alike; a rule set the emulator refuses
+// (a *HoleError here) is an error, as it is for runc. by names the
+// deciding rule, or "default deny".
+func SpecDecision(rules []specs.LinuxDeviceCgroup, dev DeviceRef, acc Access, e Enforcer) (allowed bool, by string, err error) {
+	s, err := specDeviceRules(rules)
+	if err != nil {
+		return false, "", err
+	}
+	v := s.Decide(dev, acc, e)
+	return v.Allowed, specRuleName(rules, len(rules), v.Rule), nil
 }
 
 // RuncDefaultDevices are the rules runc appends to every container's
@@ -39,52 +48,54 @@ var RuncDefaultDevices = func() []specs.LinuxDeviceCgroup {
 	}
 }()
 
-// specDecision decides over rules whose first nSpec come from the spec and
-// the rest from the runtime's defaults, naming the deciding one.
-func specDecision(rules []specs.LinuxDeviceCgroup, nSpec int, dev DeviceRef, acc Access) (allowed bool, by string, err error) {
-	if len(acc.Bits()) != 1 {
-		return false, "", fmt.Errorf("spec decision needs one access, have %q", acc)
-	}
-	by = "default deny"
-	for i, r := range rules {
-		ok, err := specRuleMatches(r, dev, acc)
+// specDeviceRules applies rules as runc does, from deny-all.
+func specDeviceRules(rules []specs.LinuxDeviceCgroup) (*DeviceRules, error) {
+	s := NewDeviceRules(false)
+	for i, sr := range rules {
+		r, err := specRule(sr)
+		if err == nil {
+			err = s.Apply(r)
+		}
 		if err != nil {
-			return false, "", fmt.Errorf("linux.resources.devices[%d]: %w", i, err)
-		}
-		if ok {
-			allowed, by = r.Allow, fmt.Sprintf("linux.resources.devices[%d]: %s", i, specRuleString(r))
-			if i >= nSpec {
-				by = "runc's default device rule: " + specRuleString(r)
-			}
+			return nil, fmt.Errorf("linux.resources.devices[%d]: %w", i, err)
 		}
 	}
-	return allowed, by, nil
+	return s, nil
 }
 
-func specRuleMatches(r specs.LinuxDeviceCgroup, dev DeviceRef, acc Access) (bool, error) {
-	switch r.Type {
-	case "", "a":
-	case "c", "b":
-		if r.Type[0] != dev.Type {
-			return false, nil
-		}
-	default:
-		return false, fmt.Errorf("type %q is not a, b or c", r.Type)
+// specRule converts a spec rule the way runc's specconv does.
+func specRule(r specs.LinuxDeviceCgroup) (config.Rule, error) {
+	t := r.Type
+	if t == "" {
+		t = "a"
 	}
-	if r.Major != nil && *r.Major != int64(dev.Major) {
-		return false, nil
+	if t != "a" && t != "b" && t != "c" {
+		return config.Rule{}, fmt.Errorf("type %q is not a, b or c", r.Type)
 	}
-	if r.Minor != nil && *r.Minor != int64(dev.Minor) {
-		return false, nil
+	if r.Access == "" {
+		return config.Rule{}, errors.New("empty access (runc refuses it)")
 	}
-	have := AccessAll
-	if r.Access != "" {
-		var err error
-		if have, err = ParseAccess(r.Access); err != nil {
-			return false, err
-		}
+	out := config.Rule{Type: config.Type(t[0]), Major: config.Wildcard, Minor: config.Wildcard,
+		Permissions: config.Permissions(r.Access), Allow: r.Allow}
+	if r.Major != nil {
+		out.Major = *r.Major
 	}
-	return have&acc == acc, nil
+	if r.Minor != nil {
+		out.Minor = *r.Minor
+	}
+	return out, nil
+}
+
+// specRuleName names rule i of rules, whose first nSpec come from the spec
+// and the rest from the runtime's defaults; -1 is the starting default.
+func specRuleName(rules []specs.LinuxDeviceCgroup, nSpec, i int) string {
+	switch {
+	case i < 0:
+		return "default deny"
+	case i >= nSpec:
+		return "runc's default device rule: " + specRuleString(rules[i])
+	}
+	return fmt.Sprintf("linux.resources.devices[%d]: %s", i, specRuleString(rules[i]))
 }
 
 func specRuleString(r specs.LinuxDeviceCgroup) string {
@@ -102,11 +113,7 @@ func specRuleString(r specs.LinuxDeviceCgroup) string {
 		}
 		return strconv.FormatInt(*p, 10)
 	}
-	a := r.Access
-	if a == "" {
-		a = "rwm"
-	}
-	return fmt.Sprintf("%s %s %s:%s %s", verb, t, num(r.Major), num(r.Minor), a)
+	return fmt.Sprintf("%s %s %s:%s %s", verb, t, num(r.Major), num(r.Minor), r.Access)
 }
 
 // DriftItem is one (device, access) where the spec and the kernel were
@@ -134,18 +141,20 @@ type DriftReport struct {
 func (p *Policy) Drift(rules []specs.LinuxDeviceCgroup, devs []DeviceRef) (DriftReport, error) {
 	var rep DriftReport
 	all := append(append([]specs.LinuxDeviceCgroup{}, rules...), RuncDefaultDevices...)
+	s, err := specDeviceRules(all)
+	if err != nil {
+		return DriftReport{}, err
+	}
 	for _, dev := range devs {
 		for _, acc := range AccessAll.Bits() {
-			allowed, by, err := specDecision(all, len(rules), dev, acc)
-			if err != nil {
-				return DriftReport{}, err
-			}
+			// One access at a time: v1 and v2 decide a single bit alike.
+			v := s.Decide(dev, acc, EnforcerV2)
 			k := p.evaluate(dev, acc).Combined
-			it := DriftItem{Device: dev, Access: acc, SpecAllowed: allowed, SpecRule: by, Kernel: k}
+			it := DriftItem{Device: dev, Access: acc, SpecAllowed: v.Allowed, SpecRule: specRuleName(all, len(rules), v.Rule), Kernel: k}
 			switch {
 			case !k.Known:
 				rep.Undecided = append(rep.Undecided, it)
-			case k.Allowed != allowed:
+			case k.Allowed != v.Allowed:
 				rep.Differ = append(rep.Differ, it)
 			}
 		}

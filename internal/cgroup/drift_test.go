@@ -13,9 +13,11 @@ func i64(v int64) *int64 { return &v }
 func TestSpecDecision(t *testing.T) {
 	rules := []specs.LinuxDeviceCgroup{
 		{Allow: false, Access: "rwm"},
-		{Allow: true, Type: "c", Major: i64(195), Access: "rwm"},
+		{Allow: true, Type: "c", Major: i64(195), Access: "r"},
+		{Allow: true, Type: "c", Major: i64(195), Minor: i64(255), Access: "rwm"},
 		{Allow: false, Type: "c", Major: i64(195), Minor: i64(255), Access: "w"},
-		{Allow: true, Type: "c", Major: i64(1), Minor: i64(3), Access: "rw"},
+		{Allow: true, Type: "c", Major: i64(1), Minor: i64(3), Access: "r"},
+		{Allow: true, Type: "c", Major: i64(1), Minor: i64(3), Access: "w"},
 	}
 	for _, tt := range []struct {
 		dev  DeviceRef
@@ -23,25 +25,42 @@ func TestSpecDecision(t *testing.T) {
 		want bool
 		by   string
 	}{
-		{DeviceRef{'c', 195, 0}, AccessWrite, true, "linux.resources.devices[1]: allow c 195:* rwm"},
-		{DeviceRef{'c', 195, 255}, AccessWrite, false, "linux.resources.devices[2]: deny c 195:255 w"},
-		{DeviceRef{'c', 195, 255}, AccessRead, true, "linux.resources.devices[1]: allow c 195:* rwm"},
+		{DeviceRef{'c', 195, 0}, AccessRead, true, "linux.resources.devices[1]: allow c 195:* r"},
+		{DeviceRef{'c', 195, 0}, AccessRead | AccessWrite, false, "linux.resources.devices[0]: deny a *:* rwm"},
+		{DeviceRef{'c', 195, 255}, AccessWrite, false, "linux.resources.devices[3]: deny c 195:255 w"},
+		{DeviceRef{'c', 195, 255}, AccessRead | AccessWrite, false, "linux.resources.devices[3]: deny c 195:255 w"},
+		{DeviceRef{'c', 195, 255}, AccessRead | AccessMknod, true, "linux.resources.devices[2]: allow c 195:255 rwm"},
+		// Two identical lines add up: one exception c 1:3 rw.
+		{DeviceRef{'c', 1, 3}, AccessRead | AccessWrite, true, "linux.resources.devices[5]: allow c 1:3 w"},
 		{DeviceRef{'c', 1, 3}, AccessMknod, false, "linux.resources.devices[0]: deny a *:* rwm"},
 		{DeviceRef{'b', 195, 0}, AccessRead, false, "linux.resources.devices[0]: deny a *:* rwm"},
 	} {
-		got, by, err := SpecDecision(rules, tt.dev, tt.acc)
-		if err != nil || got != tt.want || by != tt.by {
-			t.Errorf("%s %s = %v %q %v; want %v %q", tt.dev, tt.acc, got, by, err, tt.want, tt.by)
+		for _, e := range []Enforcer{EnforcerV1, EnforcerV2} {
+			got, by, err := SpecDecision(rules, tt.dev, tt.acc, e)
+			if err != nil || got != tt.want || by != tt.by {
+				t.Errorf("%s %s under %s = %v %q %v; want %v %q", tt.dev, tt.acc, e, got, by, err, tt.want, tt.by)
+			}
 		}
 	}
-	if got, by, _ := SpecDecision(nil, c1_3, AccessRead); got || by != "default deny" {
+	if got, by, _ := SpecDecision(nil, c1_3, AccessRead, EnforcerV1); got || by != "default deny" {
 		t.Errorf("no rules: %v %q, want default deny", got, by)
 	}
-	if _, _, err := SpecDecision([]specs.LinuxDeviceCgroup{{Allow: true, Type: "p"}}, c1_3, AccessRead); err == nil {
-		t.Error("type p: no error")
+	// Issue 6: "c 1:* r" and "c 1:9 w" do not make an O_RDWR open of 1:9.
+	issue := []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"},
+		{Allow: true, Type: "c", Major: i64(1), Access: "r"}, {Allow: true, Type: "c", Major: i64(1), Minor: i64(9), Access: "w"}}
+	if got, by, err := SpecDecision(issue, DeviceRef{'c', 1, 9}, AccessRead|AccessWrite, EnforcerV2); got || err != nil {
+		t.Errorf("c 1:9 rw: allowed=%v by %q, %v; want denied", got, by, err)
 	}
-	if _, _, err := SpecDecision(rules, c1_3, AccessRead|AccessWrite); err == nil {
-		t.Error("two accesses at once: no error")
+	for name, bad := range map[string][]specs.LinuxDeviceCgroup{
+		"type p":       {{Allow: true, Type: "p", Access: "r"}},
+		"empty access": {{Allow: true, Type: "c", Major: i64(1)}},
+		// runc refuses to punch a hole in a wider rule.
+		"hole": {{Allow: false, Access: "rwm"}, {Allow: true, Type: "c", Major: i64(195), Access: "rwm"},
+			{Allow: false, Type: "c", Major: i64(195), Minor: i64(255), Access: "w"}},
+	} {
+		if _, _, err := SpecDecision(bad, c1_3, AccessRead, EnforcerV1); err == nil {
+			t.Errorf("%s: no error", name)
+		}
 	}
 }
 
@@ -155,7 +174,8 @@ func BenchmarkEvaluate8GPU(b *testing.B) {
 	allow = append(allow, gpuNodes[:8]...)
 	rules, _ := ParseDevicesList([]byte("c *:* m\nb *:* m\nc 1:3 rwm\nc 1:5 rwm\nc 1:7 rwm\nc 1:8 rwm\nc 1:9 rwm\nc 5:0 rwm\nc 5:2 rwm\nc 136:* rwm\nc 10:200 rwm\nc 195:* rwm\nc 509:* rw\n"))
 	p := &Policy{
-		V1Applies: true, V1: &V1Policy{Levels: []V1Level{{Dir: "/sys/fs/cgroup/devices/k8s/pod", Rules: rules}}},
+		// As ReadV1 builds it.
+		V1Applies: true, V1: &V1Policy{Levels: []V1Level{newV1Level("/sys/fs/cgroup/devices/k8s/pod", rules, nil)}},
 		V2Applies: true, V2: &V2Policy{Dir: "/sys/fs/cgroup/unified/k8s/pod", Programs: []*V2Program{NewV2Program(7, "runc-shaped", runcShaped(allow))}},
 	}
 	b.ReportAllocs()

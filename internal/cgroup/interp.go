@@ -21,10 +21,6 @@ import (
 // million processed instructions, far above what a rule list needs.
 const MaxSteps = 100000
 
-// devCtxSize is sizeof(struct bpf_cgroup_dev_ctx): u32 access_type, u32
-// major, u32 minor (include/uapi/linux/bpf.h).
-const devCtxSize = 12
-
 // stackSize is MAX_BPF_STACK (include/linux/filter.h).
 const stackSize = 512
 
@@ -41,18 +37,17 @@ type ProgResult struct {
 	Steps    int
 }
 
-// DevCtx builds the context the kernel hands a device program:
-// access_type = access << 16 | type (__cgroup_bpf_check_dev_permission,
-// kernel/bpf/cgroup.c), then major and minor, in host byte order.
-func DevCtx(dev DeviceRef, acc Access) ([devCtxSize]byte, error) {
-	var c [devCtxSize]byte
-	t, err := dev.bpfType()
+// DevCtx builds the context the kernel hands a device program (see
+// DevCtxAccessType): access_type, major and minor in host byte order.
+func DevCtx(dev DeviceRef, acc Access) ([DevCtxSize]byte, error) {
+	var c [DevCtxSize]byte
+	t, err := BPFDevType(dev.Type)
 	if err != nil {
 		return c, err
 	}
-	binary.NativeEndian.PutUint32(c[0:], uint32(acc)<<16|t)
-	binary.NativeEndian.PutUint32(c[4:], dev.Major)
-	binary.NativeEndian.PutUint32(c[8:], dev.Minor)
+	binary.NativeEndian.PutUint32(c[DevCtxAccessType:], uint32(acc)<<DevCtxAccessShift|t)
+	binary.NativeEndian.PutUint32(c[DevCtxMajor:], dev.Major)
+	binary.NativeEndian.PutUint32(c[DevCtxMinor:], dev.Minor)
 	return c, nil
 }
 
@@ -160,7 +155,7 @@ func sizeBytes(s asm.Size) int {
 	return 0
 }
 
-func (p *DeviceProgram) run(ctx *[devCtxSize]byte) ProgResult {
+func (p *DeviceProgram) run(ctx *[DevCtxSize]byte) ProgResult {
 	var r [11]reg
 	r[asm.R1] = reg{k: kCtx}
 	r[asm.R10] = reg{k: kStack}
@@ -295,14 +290,15 @@ func (p *DeviceProgram) run(ctx *[devCtxSize]byte) ProgResult {
 // readable. Context reads follow cgroup_dev_is_valid_access
 // (kernel/bpf/cgroup.c): whole aligned u32 fields, and narrow aligned reads
 // inside access_type.
-func load(base reg, off int64, n int, ctx *[devCtxSize]byte, st *stack) (reg, string) {
+func load(base reg, off int64, n int, ctx *[DevCtxSize]byte, st *stack) (reg, string) {
 	if n == 0 {
 		return reg{}, "load size is not modelled"
 	}
 	addr := int64(base.v) + off
 	switch base.k {
 	case kCtx:
-		ok := addr >= 0 && addr+int64(n) <= devCtxSize && addr%int64(n) == 0 && (n == 4 || (n < 4 && addr+int64(n) <= 4))
+		ok := addr >= 0 && addr+int64(n) <= DevCtxSize && addr%int64(n) == 0 &&
+			(n == 4 || (n < 4 && addr+int64(n) <= DevCtxAccessType+4))
 		if !ok {
 			return reg{}, fmt.Sprintf("load of %d bytes at context offset %d is outside bpf_cgroup_dev_ctx's fields", n, addr)
 		}

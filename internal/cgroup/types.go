@@ -8,7 +8,9 @@ import (
 // Access is a set of device accesses. The values are the kernel's
 // DEVCG_ACC_* / BPF_DEVCG_ACC_* bits (include/uapi/linux/bpf.h,
 // include/linux/device_cgroup.h), so a set can go straight into
-// bpf_cgroup_dev_ctx.access_type.
+// bpf_cgroup_dev_ctx.access_type. These are the one definition of the
+// access bits in this module: the interpreter, the evaluator and the
+// sandbox's program generator all use them.
 type Access uint8
 
 const (
@@ -17,6 +19,28 @@ const (
 	AccessWrite Access = 4 // BPF_DEVCG_ACC_WRITE, "w"
 
 	AccessAll = AccessRead | AccessWrite | AccessMknod
+)
+
+// The context of a BPF_PROG_TYPE_CGROUP_DEVICE program, struct
+// bpf_cgroup_dev_ctx (include/uapi/linux/bpf.h): three u32 fields in host
+// byte order. The kernel fills access_type as access<<16 | type
+// (__cgroup_bpf_check_dev_permission, kernel/bpf/cgroup.c), with access a
+// set of BPF_DEVCG_ACC_* bits (Access) and type one BPF_DEVCG_DEV_* value.
+// These are the one definition of the layout in this module: the
+// interpreter reads programs with it and the sandbox generates them with it.
+const (
+	DevCtxAccessType  = 0      // offset of access_type
+	DevCtxMajor       = 4      // offset of major
+	DevCtxMinor       = 8      // offset of minor
+	DevCtxSize        = 12     // sizeof(struct bpf_cgroup_dev_ctx)
+	DevCtxAccessShift = 16     // access_type >> 16 is the access set
+	DevCtxTypeMask    = 0xffff // access_type & 0xffff is the device type
+)
+
+// Device types as bpf_cgroup_dev_ctx carries them (include/uapi/linux/bpf.h).
+const (
+	DevTypeBlock uint32 = 1 // BPF_DEVCG_DEV_BLOCK
+	DevTypeChar  uint32 = 2 // BPF_DEVCG_DEV_CHAR
 )
 
 // String writes the set in devices.list order ("rwm"); "" for none.
@@ -80,16 +104,16 @@ type DeviceRef struct {
 
 func (d DeviceRef) String() string { return fmt.Sprintf("%c %d:%d", d.Type, d.Major, d.Minor) }
 
-// bpfType is the device type as bpf_cgroup_dev_ctx carries it
-// (BPF_DEVCG_DEV_BLOCK = 1, BPF_DEVCG_DEV_CHAR = 2, include/uapi/linux/bpf.h).
-func (d DeviceRef) bpfType() (uint32, error) {
-	switch d.Type {
+// BPFDevType is the device type t ('c' or 'b') as bpf_cgroup_dev_ctx
+// carries it: DevTypeChar or DevTypeBlock.
+func BPFDevType(t byte) (uint32, error) {
+	switch t {
 	case 'b':
-		return 1, nil
+		return DevTypeBlock, nil
 	case 'c':
-		return 2, nil
+		return DevTypeChar, nil
 	}
-	return 0, fmt.Errorf("device type %q is not 'c' or 'b'", d.Type)
+	return 0, fmt.Errorf("device type %q is not 'c' or 'b'", t)
 }
 
 // Decision is what one layer (v1, v2 or both) says about one access.

@@ -3,6 +3,7 @@ package cgroup
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -94,6 +95,8 @@ type V1Level struct {
 	Rules        []config.Rule // as listed; nil when Err is set
 	DefaultAllow bool          // the list is "a *:* rwm": deny exceptions are hidden
 	Err          error         // reading or parsing failed
+
+	rules *DeviceRules // Rules as a policy, when ReadV1 built it
 }
 
 // ListPath is the devices.list of the level.
@@ -116,26 +119,18 @@ func ReadV1(root *hostfs.Root, mount, dir string) (*V1Policy, error) {
 	}
 	p := &V1Policy{}
 	for d := dir; ; d = path.Dir(d) {
-		l := V1Level{Dir: d}
-		b, err := root.ReadFile(l.ListPath())
+		list := path.Join(d, "devices.list")
+		b, err := root.ReadFile(list)
+		var rules []config.Rule
 		if err == nil {
-			l.Rules, err = ParseDevicesList(b)
-			if err != nil {
-				err = fmt.Errorf("%s: %w", l.ListPath(), err)
+			if rules, err = ParseDevicesList(b); err != nil {
+				err = fmt.Errorf("%s: %w", list, err)
 			}
 		}
-		if err != nil {
-			if d == dir {
-				return nil, err
-			}
-			l.Err = err
+		if err != nil && d == dir {
+			return nil, err
 		}
-		for _, r := range l.Rules {
-			if r.Type == config.WildcardDevice {
-				l.DefaultAllow = true
-			}
-		}
-		p.Levels = append(p.Levels, l)
+		p.Levels = append(p.Levels, newV1Level(d, rules, err))
 		if d == mount || d == "/" {
 			break
 		}
@@ -143,21 +138,33 @@ func ReadV1(root *hostfs.Root, mount, dir string) (*V1Policy, error) {
 	return p, nil
 }
 
-// ruleMatches is match_exception of security/device_cgroup.c: the type
-// and numbers match (a wildcard matches any) and the exception holds every
-// requested access, not only some.
-func ruleMatches(r config.Rule, dev DeviceRef, acc Access) bool {
-	if r.Type != config.Type(dev.Type) {
-		return false
+// newV1Level is the level of cgroup dir whose devices.list gave rules, or
+// err.
+func newV1Level(dir string, rules []config.Rule, err error) V1Level {
+	l := V1Level{Dir: dir, Rules: rules, Err: err}
+	for _, r := range rules {
+		if r.Type == config.WildcardDevice {
+			l.DefaultAllow = true
+		}
 	}
-	if r.Major != config.Wildcard && r.Major != int64(dev.Major) {
-		return false
+	if !l.DefaultAllow && err == nil {
+		// An error here leaves Evaluate to report it.
+		l.rules, _ = listRules(rules)
 	}
-	if r.Minor != config.Wildcard && r.Minor != int64(dev.Minor) {
-		return false
+	return l
+}
+
+// listRules is the policy a default-deny devices.list describes: the
+// list is the exception list itself (devcgroup_seq_show), so its lines are
+// applied as allow rules over deny, as runc's emulatorFromList does.
+func listRules(lines []config.Rule) (*DeviceRules, error) {
+	s := NewDeviceRules(false)
+	for _, r := range lines {
+		if err := s.Apply(r); err != nil {
+			return nil, err
+		}
 	}
-	have, err := ParseAccess(string(r.Permissions))
-	return err == nil && acc&^have == 0
+	return s, nil
 }
 
 // Evaluate decides acc (one access or several asked at once, as an O_RDWR
@@ -167,10 +174,11 @@ func ruleMatches(r config.Rule, dev DeviceRef, acc Access) bool {
 // (devcgroup_legacy_check_permission, security/device_cgroup.c): a child
 // cannot hold more than its parent because the kernel refuses such writes
 // (parent_has_perm) and pushes a parent's new restrictions down
-// (propagate_exception). So the target level decides. In default-deny mode
-// access needs one exception holding all of acc; in default-allow mode any
-// deny exception matching part of acc refuses it, and those exceptions are
-// not shown, so the decision cannot be made from the file.
+// (propagate_exception). So the target level decides, by DeviceRules'
+// semantics for EnforcerV1: in default-deny mode access needs one line
+// holding all of acc. In default-allow mode any hidden deny exception
+// matching part of acc refuses it, and those exceptions are not shown, so
+// the decision cannot be made from the file.
 func (p *V1Policy) Evaluate(dev DeviceRef, acc Access) Decision {
 	if len(p.Levels) == 0 {
 		return undecided("no devices.list was read")
@@ -188,22 +196,19 @@ func (p *V1Policy) Evaluate(dev DeviceRef, acc Access) Decision {
 			DecidedBy: l.ListPath() + ": a *:* rwm",
 		}
 	}
-	for _, r := range l.Rules {
-		if ruleMatches(r, dev, acc) {
-			return Decision{Allowed: true, Known: true, DecidedBy: l.ListPath() + ": " + r.CgroupString()}
+	rules := l.rules
+	if rules == nil {
+		var err error
+		if rules, err = listRules(l.Rules); err != nil {
+			return undecided(fmt.Sprintf("%s: %v", l.ListPath(), err))
 		}
 	}
+	if v := rules.Decide(dev, acc, EnforcerV1); v.Allowed {
+		return Decision{Allowed: true, Known: true, DecidedBy: l.ListPath() + ": " + l.Rules[v.Rule].CgroupString()}
+	}
 	d := Decision{Known: true, DecidedBy: fmt.Sprintf("%s: no line allows %s %s (default deny)", l.ListPath(), dev, acc)}
-	if len(acc.Bits()) > 1 {
-		allOK := true
-		for _, b := range acc.Bits() {
-			if !p.Evaluate(dev, b).Allowed {
-				allOK = false
-			}
-		}
-		if allOK {
-			d.Reason = "each access is allowed by a different line, but one operation asking for all of them needs a single line holding all"
-		}
+	if len(acc.Bits()) > 1 && !slices.ContainsFunc(acc.Bits(), func(b Access) bool { return !rules.Decide(dev, b, EnforcerV1).Allowed }) {
+		d.Reason = "each access is allowed by a different line, but one operation asking for all of them needs a single line holding all"
 	}
 	return d
 }

@@ -47,11 +47,7 @@ func v1Policy(t *testing.T, list string) *V1Policy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := V1Level{Dir: "/sys/fs/cgroup/devices/x", Rules: rules}
-	for _, r := range rules {
-		l.DefaultAllow = l.DefaultAllow || r.Type == 'a'
-	}
-	return &V1Policy{Levels: []V1Level{l}}
+	return &V1Policy{Levels: []V1Level{newV1Level("/sys/fs/cgroup/devices/x", rules, nil)}}
 }
 
 func TestV1Evaluate(t *testing.T) {

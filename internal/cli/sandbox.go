@@ -19,6 +19,7 @@ import (
 	"github.com/accel-doctor/accel-doctor/internal/diagnose"
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 	"github.com/accel-doctor/accel-doctor/internal/probe"
+	"github.com/accel-doctor/accel-doctor/internal/sandbox"
 )
 
 // ruleList collects --allow and --deny into one slice, so that the order
@@ -67,7 +68,7 @@ baseline shares is host-wide policy, not the cgroup's.
 
 With CMD, the exit status is CMD's (128+N when signal N killed it).
 
-` + cgroup.SandboxRulesHelp,
+` + sandbox.RulesHelp,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// A signal cancels the context; RunSandbox kills what runs in
 			// the cgroup and removes it before we exit.
@@ -75,14 +76,14 @@ With CMD, the exit status is CMD's (128+N when signal N killed it).
 			if v1 && v2 {
 				return usageErr("choose one of --v1 and --v2")
 			}
-			version := cgroup.SandboxAuto
+			version := sandbox.Auto
 			switch {
 			case v1:
-				version = cgroup.SandboxV1
+				version = sandbox.V1
 			case v2:
-				version = cgroup.SandboxV2
+				version = sandbox.V2
 			}
-			d, err := cgroup.ParseSandboxDefault(def)
+			d, err := sandbox.ParseDefault(def)
 			if err != nil {
 				return usageErr("%v", err)
 			}
@@ -94,7 +95,7 @@ With CMD, the exit status is CMD's (128+N when signal N killed it).
 				}
 				accs = append(accs, pa)
 			}
-			spec := cgroup.SandboxSpec{Version: version, Default: d, Rules: rules, Command: args, Accesses: accs,
+			spec := sandbox.Spec{Version: version, Default: d, Rules: rules, Command: args, Accesses: accs,
 				Stdin: os.Stdin, Stdout: g.stdout, Stderr: g.stderr}
 			if len(args) == 0 {
 				spec.Nodes = append(accelNodes(g), devices...)
@@ -102,7 +103,7 @@ With CMD, the exit status is CMD's (128+N when signal N killed it).
 					return usageErr("no accelerator node on this host and no --device: nothing to probe (name nodes with --device, or give a command after --)")
 				}
 			}
-			res, err := cgroup.RunSandbox(cmd.Context(), spec)
+			res, err := sandbox.Run(cmd.Context(), spec)
 			if err != nil && errors.Is(err, fs.ErrPermission) {
 				err = fmt.Errorf("%w (the sandbox creates cgroups and, on v2, loads a BPF program: run it as root)", err)
 			}
@@ -153,7 +154,7 @@ func accelNodes(g *globals) []string {
 	return out
 }
 
-func renderSandbox(g *globals, res *cgroup.SandboxResult) error {
+func renderSandbox(g *globals, res *sandbox.Result) error {
 	if g.output == "json" {
 		enc := json.NewEncoder(g.stdout)
 		enc.SetIndent("", "  ")
@@ -165,7 +166,7 @@ func renderSandbox(g *globals, res *cgroup.SandboxResult) error {
 	}
 	fmt.Fprintf(w, "sandbox: cgroup %s %s (removed), default %s\n", res.Version, res.Cgroup, res.Default)
 	for _, r := range res.Rules {
-		fmt.Fprintf(w, "  rule: %s\n", cgroup.SandboxRuleString(r))
+		fmt.Fprintf(w, "  rule: %s\n", sandbox.RuleString(r))
 	}
 	for _, l := range res.V1Writes {
 		fmt.Fprintf(w, "  wrote %s: %s\n", l.File, l.Line)

@@ -8,14 +8,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/accel-doctor/accel-doctor/internal/cgroup"
+	"github.com/accel-doctor/accel-doctor/internal/sandbox"
 	"github.com/accel-doctor/accel-doctor/internal/testutil"
 )
 
-// TestMain lets RunSandbox re-run this test binary as its helpers, as
+// TestMain lets sandbox.Run re-run this test binary as its helpers, as
 // cmd/accel-doctor does.
 func TestMain(m *testing.M) {
-	if cgroup.SandboxTrampolineMain() {
+	if sandbox.TrampolineMain() {
 		return
 	}
 	os.Exit(m.Run())
@@ -51,7 +51,7 @@ func TestSandboxCommandProbes(t *testing.T) {
 			t.Errorf("%s: exit %d: %s", v, code, stderr)
 			continue
 		}
-		var res cgroup.SandboxResult
+		var res sandbox.Result
 		if err := json.Unmarshal([]byte(out), &res); err != nil {
 			t.Fatalf("%s: %v: %s", v, err, out)
 		}

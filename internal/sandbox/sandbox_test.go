@@ -1,4 +1,4 @@
-package cgroup
+package sandbox
 
 import (
 	"bufio"
@@ -23,39 +23,40 @@ import (
 	"github.com/opencontainers/cgroups/devices/config"
 	"golang.org/x/sys/unix"
 
+	"github.com/accel-doctor/accel-doctor/internal/cgroup"
 	"github.com/accel-doctor/accel-doctor/internal/probe"
 	"github.com/accel-doctor/accel-doctor/internal/testutil"
 )
 
-// sandboxTestLock serialises the real-kernel sandbox tests across test
+// testLock serialises the real-kernel sandbox tests across test
 // processes and packages, so the leak test's census sees only its own
 // sandboxes.
-func sandboxTestLock(t testing.TB) { testutil.LockSandboxTests(t) }
+func testLock(t testing.TB) { testutil.LockSandboxTests(t) }
 
-// sandboxTestMounts skips unless root with the hierarchy v needs.
-func sandboxTestMounts(t testing.TB, v SandboxVersion) *Mounts {
+// testMounts skips unless root with the hierarchy v needs.
+func testMounts(t testing.TB, v Version) *cgroup.Mounts {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: creates cgroups and loads BPF programs")
 	}
-	root, err := sandboxLiveRoot()
+	root, err := liveRoot()
 	if err != nil {
 		t.Skip(err)
 	}
-	m, err := ReadMounts(root)
+	m, err := cgroup.ReadMounts(root)
 	if err != nil {
 		t.Skip(err)
 	}
-	if _, _, err := sandboxPickVersion(v, m); err != nil {
+	if _, _, err := pickVersion(v, m); err != nil {
 		t.Skipf("sandbox %s: %v", v, err)
 	}
-	sandboxTestLock(t)
+	testLock(t)
 	return m
 }
 
-// sandboxTestNodes mounts a tmpfs (not nodev) and makes the named nodes
+// testNodes mounts a tmpfs (not nodev) and makes the named nodes
 // in it: "c 1:3" → <dir>/c_1_3.
-func sandboxTestNodes(t testing.TB, nodes ...string) (dir string, paths map[string]string) {
+func testNodes(t testing.TB, nodes ...string) (dir string, paths map[string]string) {
 	t.Helper()
 	dir = filepath.Join(t.TempDir(), "dev")
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -86,10 +87,10 @@ func sandboxTestNodes(t testing.TB, nodes ...string) (dir string, paths map[stri
 	return dir, paths
 }
 
-// sandboxTestFreeMajors checks that the majors the tests use as "no
+// testFreeMajors checks that the majors the tests use as "no
 // driver" are not registered, so an open reaches the driver lookup and
 // fails with ENXIO instead of touching a real device.
-func sandboxTestFreeMajors(t testing.TB, char, block []uint32) {
+func testFreeMajors(t testing.TB, char, block []uint32) {
 	t.Helper()
 	b, err := os.ReadFile("/proc/devices")
 	if err != nil {
@@ -123,8 +124,8 @@ func sandboxTestFreeMajors(t testing.TB, char, block []uint32) {
 	}
 }
 
-// sandboxLeftovers reports sandbox cgroups and programs still present.
-func sandboxLeftovers(t testing.TB, m *Mounts, owners map[int]bool) []string {
+// leftovers reports sandbox cgroups and programs still present.
+func leftovers(t testing.TB, m *cgroup.Mounts, owners map[int]bool) []string {
 	t.Helper()
 	var left []string
 	for _, d := range []string{m.DevicesV1, m.Unified} {
@@ -133,7 +134,7 @@ func sandboxLeftovers(t testing.TB, m *Mounts, owners map[int]bool) []string {
 		}
 		ents, _ := os.ReadDir(d)
 		for _, e := range ents {
-			pid, ok := sandboxOwner(e.Name())
+			pid, ok := ownerPid(e.Name())
 			if !ok {
 				continue
 			}
@@ -152,7 +153,7 @@ func sandboxLeftovers(t testing.TB, m *Mounts, owners map[int]bool) []string {
 		if err != nil {
 			continue // gone meanwhile
 		}
-		if info, err := p.Info(); err == nil && info.Name == GenProgramName && info.Type == ebpf.CGroupDevice {
+		if info, err := p.Info(); err == nil && info.Name == ProgramName && info.Type == ebpf.CGroupDevice {
 			left = append(left, fmt.Sprintf("BPF program %d %s", id, info.Name))
 		}
 		p.Close()
@@ -160,11 +161,11 @@ func sandboxLeftovers(t testing.TB, m *Mounts, owners map[int]bool) []string {
 	return left
 }
 
-func sandboxWaitClean(t testing.TB, m *Mounts, owners map[int]bool) {
+func waitClean(t testing.TB, m *cgroup.Mounts, owners map[int]bool) {
 	t.Helper()
 	var left []string
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if left = sandboxLeftovers(t, m, owners); len(left) == 0 {
+		if left = leftovers(t, m, owners); len(left) == 0 {
 			return
 		}
 	}
@@ -173,35 +174,33 @@ func sandboxWaitClean(t testing.TB, m *Mounts, owners map[int]bool) {
 
 // TestSandboxProbeDecisions runs the sandbox with no command over several
 // rule sets, on v1 and on v2, and checks every (node, access) decision the
-// kernel made against the rules: for v2 SandboxAllows (the semantics the
-// generated program implements), for v1 the model of the v1 controller
-// the write plan was checked with. Nodes with free majors give ENXIO when
-// the cgroup lets the open through, which counts as allowed.
+// kernel made against cgroup.DeviceRules for that enforcer. Nodes with
+// free majors give ENXIO when the cgroup lets the open through, which
+// counts as allowed. (TestSandboxMatchesRunc compares with runc itself.)
 func TestSandboxProbeDecisions(t *testing.T) {
-	sandboxTestFreeMajors(t, []uint32{60, 61, 195}, []uint32{60})
+	testFreeMajors(t, []uint32{60, 61, 195}, []uint32{60})
 	nodes := []string{"c 1:3", "c 1:5", "c 1:7", "c 1:8", "c 60:0", "c 60:1", "c 61:0", "c 195:0", "c 195:255", "b 60:0"}
 	runcLike := []string{"c *:* m", "b *:* m", "c 1:3 rwm", "c 1:8 rwm", "c 1:7 rwm", "c 1:5 rwm", "c 1:9 rwm",
 		"c 136:* rwm", "c 5:2 rwm", "c 10:200 rwm", "c 195:* rwm"}
 	type ruleSet struct {
-		name   string
-		def    SandboxDefault
-		allow  []string
-		deny   []string
-		order  []bool // per rule: true = from allow; nil = allows then denies
-		v1Skip bool   // not expressible on v1
+		name  string
+		def   Default
+		allow []string
+		deny  []string
+		hole  bool // refused: a deny inside an earlier, wider allow
 	}
 	sets := []ruleSet{
-		{name: "default deny plus allows", def: SandboxDefaultDeny, allow: []string{"c 1:3 rw", "c 1:5 r", "c 60:* rwm", "b 60:0 r"}},
-		{name: "default allow with denies", def: SandboxDefaultAllow, deny: []string{"c 1:5 rwm", "c 60:1 w", "b *:* m", "c 195:* rw"}},
-		{name: "partial", def: SandboxDefaultDeny, allow: []string{"c 1:7 r"}},
-		{name: "runc default plus nvidia", def: SandboxDefaultDeny, allow: runcLike},
-		{name: "later deny inside an allow", def: SandboxDefaultDeny, allow: []string{"c 60:* rw", "c 195:* rwm"},
-			deny: []string{"c 60:1 w", "c 195:255 m"}, v1Skip: true},
+		{name: "default deny plus allows", def: DefaultDeny, allow: []string{"c 1:3 rw", "c 1:5 r", "c 60:* rwm", "b 60:0 r"}},
+		{name: "default allow with denies", def: DefaultAllow, deny: []string{"c 1:5 rwm", "c 60:1 w", "b *:* m", "c 195:* rw"}},
+		{name: "partial", def: DefaultDeny, allow: []string{"c 1:7 r"}},
+		{name: "runc default plus nvidia", def: DefaultDeny, allow: runcLike},
+		{name: "later deny inside an allow", def: DefaultDeny, allow: []string{"c 60:* rw", "c 195:* rwm"},
+			deny: []string{"c 60:1 w", "c 195:255 m"}, hole: true},
 	}
-	for _, v := range []SandboxVersion{SandboxV1, SandboxV2} {
+	for _, v := range []Version{V1, V2} {
 		t.Run(string(v), func(t *testing.T) {
-			sandboxTestMounts(t, v)
-			_, paths := sandboxTestNodes(t, nodes...)
+			testMounts(t, v)
+			_, paths := testNodes(t, nodes...)
 			var list []string
 			byPath := map[string]string{}
 			for _, n := range nodes {
@@ -217,12 +216,11 @@ func TestSandboxProbeDecisions(t *testing.T) {
 					for _, s := range rs.deny {
 						rules = append(rules, sbRule(t, s, false))
 					}
-					spec := SandboxSpec{Version: v, Default: rs.def, Rules: rules, Nodes: list,
-						Accesses: []probe.Access{probe.Read, probe.Write, probe.ReadWrite, probe.Mknod}}
-					res, err := RunSandbox(context.Background(), spec)
-					if v == SandboxV1 && rs.v1Skip {
-						if err == nil || !strings.Contains(err.Error(), "cgroup v1 cannot apply these rules") {
-							t.Fatalf("v1 accepted rules it cannot express: %v", err)
+					res, err := Run(context.Background(), Spec{Version: v, Default: rs.def, Rules: rules, Nodes: list,
+						Accesses: []probe.Access{probe.Read, probe.Write, probe.ReadWrite, probe.Mknod}})
+					if rs.hole {
+						if err == nil || !strings.Contains(err.Error(), "cannot take access back from part of the earlier, wider") {
+							t.Fatalf("accepted a rule the kernel ignores and runc refuses: %v", err)
 						}
 						return
 					}
@@ -232,78 +230,82 @@ func TestSandboxProbeDecisions(t *testing.T) {
 					if _, err := os.Stat(res.Cgroup); !os.IsNotExist(err) {
 						t.Errorf("cgroup %s still there: %v", res.Cgroup, err)
 					}
-					model := &sandboxV1Model{}
-					if v == SandboxV1 {
-						for i, w := range res.V1Writes {
-							r := config.Rule{Type: config.WildcardDevice}
-							if i > 0 {
-								r = rules[i-1]
-							}
-							model.write(w.File == "devices.allow", r)
-						}
-						// What the kernel shows: the allow lines in a default-deny
-						// cgroup, only "a *:* rwm" (and a warning) in a
-						// default-allow one.
-						for _, r := range rules {
-							if rs.def == SandboxDefaultDeny && !slices.Contains(res.V1List, r.CgroupString()) {
-								t.Errorf("devices.list %q lacks %q", res.V1List, r.CgroupString())
-							}
-						}
-						if rs.def == SandboxDefaultAllow {
-							if !slices.Equal(res.V1List, []string{"a *:* rwm"}) {
-								t.Errorf("devices.list %q, want a *:* rwm", res.V1List)
-							}
-							if !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "does not show the deny rules") }) {
-								t.Errorf("no warning about hidden deny rules: %q", res.Warnings)
-							}
-						}
-					} else if res.Program == nil || res.Program.ID == 0 || res.Program.Tag == "" {
-						t.Errorf("program not reported: %+v", res.Program)
-					}
+					checkApplied(t, res, rs.def, rules)
 					if want := len(nodes) * 4; len(res.Probes) != want {
 						t.Fatalf("%d probes, want %d", len(res.Probes), want)
 					}
-					for _, p := range res.Probes {
-						n := byPath[p.Node]
-						var typ byte
-						var maj, min int64
-						fmt.Sscanf(n, "%c %d:%d", &typ, &maj, &min)
-						want := SandboxAllows(rs.def, rules, typ, maj, min, string(p.Access))
-						if v == SandboxV1 {
-							want = model.permits(typ, maj, min, string(p.Access))
-						}
-						if p.Baseline.Errno == unix.EPERM || p.Baseline.Errno == unix.EACCES {
-							t.Fatalf("%s %s: baseline outside the sandbox failed: %+v", n, p.Access, p.Baseline)
-						}
-						var got bool
-						switch p.Verdict.Decision {
-						case probe.Allowed:
-							got = true
-						case probe.Denied:
-						default:
-							t.Errorf("%s %s: undetermined: %+v", n, p.Access, p)
-							continue
-						}
-						if got != want {
-							t.Errorf("%s %s: kernel says allowed=%v (%s), rules say %v", n, p.Access, got, p.InCgroup.ErrnoName, want)
-						}
-					}
+					checkProbes(t, res, byPath, mustPolicy(t, rs.def, rules))
 				})
 			}
 		})
 	}
 }
 
+// checkApplied checks what the result says was applied. On v1 the kernel
+// shows the allow lines in a default-deny cgroup, and only "a *:* rwm"
+// (with a warning) in a default-allow one.
+func checkApplied(t *testing.T, res *Result, def Default, rules []config.Rule) {
+	t.Helper()
+	if res.Version == V2 {
+		if res.Program == nil || res.Program.ID == 0 || res.Program.Tag == "" {
+			t.Errorf("program not reported: %+v", res.Program)
+		}
+		return
+	}
+	if def == DefaultDeny {
+		for _, r := range rules {
+			if !slices.Contains(res.V1List, r.CgroupString()) {
+				t.Errorf("devices.list %q lacks %q", res.V1List, r.CgroupString())
+			}
+		}
+		return
+	}
+	if !slices.Equal(res.V1List, []string{"a *:* rwm"}) {
+		t.Errorf("devices.list %q, want a *:* rwm", res.V1List)
+	}
+	if !slices.ContainsFunc(res.Warnings, func(w string) bool { return strings.Contains(w, "does not show the deny rules") }) {
+		t.Errorf("no warning about hidden deny rules: %q", res.Warnings)
+	}
+}
+
+// checkProbes compares each probe's verdict with what model decides for
+// the result's mechanism; byPath gives a probed path's "c 1:3".
+func checkProbes(t *testing.T, res *Result, byPath map[string]string, model *cgroup.DeviceRules) {
+	t.Helper()
+	enforcer := cgroup.EnforcerV2
+	if res.Version == V1 {
+		enforcer = cgroup.EnforcerV1
+	}
+	for _, p := range res.Probes {
+		n := byPath[p.Node]
+		if p.Baseline.Errno == unix.EPERM || p.Baseline.Errno == unix.EACCES {
+			t.Fatalf("%s %s: baseline outside the sandbox failed: %+v", n, p.Access, p.Baseline)
+		}
+		var dev cgroup.DeviceRef
+		fmt.Sscanf(n, "%c %d:%d", &dev.Type, &dev.Major, &dev.Minor)
+		acc, err := cgroup.ParseAccess(string(p.Access))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := model.Decide(dev, acc, enforcer).Allowed
+		if p.Verdict.Decision != probe.Allowed && p.Verdict.Decision != probe.Denied {
+			t.Errorf("%s %s: undetermined: %+v", n, p.Access, p)
+		} else if got := p.Verdict.Decision == probe.Allowed; got != want {
+			t.Errorf("%s %s: kernel says allowed=%v (%s), rules say %v", n, p.Access, got, p.InCgroup.ErrnoName, want)
+		}
+	}
+}
+
 func TestSandboxCommand(t *testing.T) {
-	for _, v := range []SandboxVersion{SandboxV1, SandboxV2} {
+	for _, v := range []Version{V1, V2} {
 		t.Run(string(v), func(t *testing.T) {
-			sandboxTestMounts(t, v)
-			_, paths := sandboxTestNodes(t, "c 1:3", "c 1:5")
+			testMounts(t, v)
+			_, paths := testNodes(t, "c 1:3", "c 1:5")
 			rules := []config.Rule{sbRule(t, "c 1:3 rw", true)}
-			run := func(script string) (*SandboxResult, string) {
+			run := func(script string) (*Result, string) {
 				t.Helper()
 				var out bytes.Buffer
-				res, err := RunSandbox(context.Background(), SandboxSpec{Version: v, Rules: rules,
+				res, err := Run(context.Background(), Spec{Version: v, Rules: rules,
 					Command: []string{"sh", "-c", script}, Stdout: &out, Stderr: &out})
 				if err != nil {
 					t.Fatalf("%s: %v", script, err)
@@ -338,7 +340,7 @@ func TestSandboxCommand(t *testing.T) {
 			if res, _ := run("env | grep -c ACCEL_DOCTOR_SANDBOX_; true"); res.ExitCode != 0 {
 				t.Errorf("exit %d", res.ExitCode)
 			}
-			if _, err := RunSandbox(context.Background(), SandboxSpec{Version: v, Command: []string{"/nonexistent/cmd"}}); err == nil {
+			if _, err := Run(context.Background(), Spec{Version: v, Command: []string{"/nonexistent/cmd"}}); err == nil {
 				t.Error("missing command: no error")
 			}
 		})
@@ -346,11 +348,11 @@ func TestSandboxCommand(t *testing.T) {
 }
 
 // TestSandboxCancel cancels the context while the command and a child of
-// it run: RunSandbox returns, both processes are dead, nothing is left.
+// it run: Run returns, both processes are dead, nothing is left.
 func TestSandboxCancel(t *testing.T) {
-	for _, v := range []SandboxVersion{SandboxV1, SandboxV2} {
+	for _, v := range []Version{V1, V2} {
 		t.Run(string(v), func(t *testing.T) {
-			m := sandboxTestMounts(t, v)
+			m := testMounts(t, v)
 			ctx, cancel := context.WithCancel(context.Background())
 			var out bytes.Buffer
 			pidFile := filepath.Join(t.TempDir(), "pids")
@@ -365,7 +367,7 @@ func TestSandboxCancel(t *testing.T) {
 				cancel()
 			}()
 			start := time.Now()
-			res, err := RunSandbox(ctx, SandboxSpec{Version: v, Default: SandboxDefaultAllow,
+			res, err := Run(ctx, Spec{Version: v, Default: DefaultAllow,
 				Command: []string{"sh", "-c", "sleep 60 & echo $! > " + pidFile + "; sleep 60"}, Stdout: &out, Stderr: &out})
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("err = %v, want context.Canceled", err)
@@ -395,13 +397,13 @@ func TestSandboxCancel(t *testing.T) {
 			if _, err := os.Stat(res.Cgroup); !os.IsNotExist(err) {
 				t.Errorf("cgroup %s still there: %v", res.Cgroup, err)
 			}
-			sandboxWaitClean(t, m, map[int]bool{os.Getpid(): true})
+			waitClean(t, m, map[int]bool{os.Getpid(): true})
 		})
 	}
 }
 
 func TestSandboxSweep(t *testing.T) {
-	m := sandboxTestMounts(t, SandboxAuto)
+	m := testMounts(t, Auto)
 	c := exec.Command("true")
 	if err := c.Run(); err != nil {
 		t.Fatal(err)
@@ -431,7 +433,7 @@ func TestSandboxSweep(t *testing.T) {
 		kept = append(kept, mk(d, fmt.Sprintf("accel-doctor-sandbox-%d-xyz", dead)))                // not our pattern
 		kept = append(kept, mk(d, fmt.Sprintf("accel-doctor-probetest-%d-0123456789abcdef", dead))) // other prefix
 	}
-	if errs := SandboxSweep(m); len(errs) != 0 {
+	if errs := Sweep(m); len(errs) != 0 {
 		t.Errorf("sweep errors: %v", errs)
 	}
 	for _, p := range stale {
@@ -446,24 +448,24 @@ func TestSandboxSweep(t *testing.T) {
 	}
 }
 
-// sandboxTestHelperEnv makes the test binary a process that runs one
+// testHelperEnv makes the test binary a process that runs one
 // sandbox and is killed by TestSandboxLeak.
-const sandboxTestHelperEnv = "ACCEL_DOCTOR_SANDBOX_TEST_HELPER"
+const testHelperEnv = "ACCEL_DOCTOR_SANDBOX_TEST_HELPER"
 
-// sandboxTestHelper runs one sandbox the way cmd/accel-doctor does: with a
+// testHelper runs one sandbox the way cmd/accel-doctor does: with a
 // signal context. The argument is "v1:sleep 0.3", "v2:probe:/path", ...
-func sandboxTestHelper() int {
-	v, what, _ := strings.Cut(os.Getenv(sandboxTestHelperEnv), ":")
+func testHelper() int {
+	v, what, _ := strings.Cut(os.Getenv(testHelperEnv), ":")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	spec := SandboxSpec{Version: SandboxVersion(v), Default: SandboxDefaultDeny,
+	spec := Spec{Version: Version(v), Default: DefaultDeny,
 		Rules: []config.Rule{{Type: 'c', Major: 1, Minor: 3, Permissions: "rw", Allow: true}}}
 	if p, ok := strings.CutPrefix(what, "probe:"); ok {
 		spec.Nodes = []string{p}
 	} else {
 		spec.Command = strings.Fields(what)
 	}
-	_, err := RunSandbox(ctx, spec)
+	_, err := Run(ctx, spec)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -475,16 +477,16 @@ func sandboxTestHelper() int {
 // the child process, the command inside the sandbox, or neither, at random
 // moments with SIGKILL, SIGTERM or SIGINT. Afterwards no sandbox cgroup of
 // those children may remain in either hierarchy, and no program named
-// GenProgramName may exist.
+// ProgramName may exist.
 func TestSandboxLeak(t *testing.T) {
-	m := sandboxTestMounts(t, SandboxAuto)
+	m := testMounts(t, Auto)
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var versions []SandboxVersion
-	for _, v := range []SandboxVersion{SandboxV1, SandboxV2} {
-		if _, _, err := sandboxPickVersion(v, m); err == nil {
+	var versions []Version
+	for _, v := range []Version{V1, V2} {
+		if _, _, err := pickVersion(v, m); err == nil {
 			versions = append(versions, v)
 		}
 	}
@@ -503,7 +505,7 @@ func TestSandboxLeak(t *testing.T) {
 			what = "probe:/dev/null"
 		}
 		c := exec.Command(self)
-		c.Env = append(os.Environ(), sandboxTestHelperEnv+"="+string(v)+":"+what)
+		c.Env = append(os.Environ(), testHelperEnv+"="+string(v)+":"+what)
 		if err := c.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -521,9 +523,9 @@ func TestSandboxLeak(t *testing.T) {
 		case 3:
 			// Kill the command inside the sandbox, if it is there yet.
 			for _, d := range []string{m.DevicesV1, m.Unified} {
-				matches, _ := filepath.Glob(filepath.Join(d, fmt.Sprintf("%s%d-*", SandboxNamePrefix, pid)))
+				matches, _ := filepath.Glob(filepath.Join(d, fmt.Sprintf("%s%d-*", NamePrefix, pid)))
 				for _, cg := range matches {
-					for _, p := range sandboxPids(cg) {
+					for _, p := range cgroupPids(cg) {
 						unix.Kill(p, unix.SIGKILL)
 					}
 				}
@@ -541,19 +543,19 @@ func TestSandboxLeak(t *testing.T) {
 			t.Errorf("run %d (%s %s, action %d): helper hung", i, v, what, action)
 		}
 	}
-	sandboxWaitClean(t, m, owners)
+	waitClean(t, m, owners)
 }
 
 // TestSandboxReaperAfterSIGKILL is the worst case on its own: the owner
 // dies by SIGKILL while the command runs; its reaper must kill the command
 // and remove the cgroup.
 func TestSandboxReaperAfterSIGKILL(t *testing.T) {
-	for _, v := range []SandboxVersion{SandboxV1, SandboxV2} {
+	for _, v := range []Version{V1, V2} {
 		t.Run(string(v), func(t *testing.T) {
-			m := sandboxTestMounts(t, v)
+			m := testMounts(t, v)
 			self, _ := os.Executable()
 			c := exec.Command(self)
-			c.Env = append(os.Environ(), sandboxTestHelperEnv+"="+string(v)+":sleep 60")
+			c.Env = append(os.Environ(), testHelperEnv+"="+string(v)+":sleep 60")
 			if err := c.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -562,9 +564,9 @@ func TestSandboxReaperAfterSIGKILL(t *testing.T) {
 			for i := 0; i < 500 && len(cmdPids) == 0; i++ {
 				time.Sleep(10 * time.Millisecond)
 				for _, d := range []string{m.DevicesV1, m.Unified} {
-					matches, _ := filepath.Glob(filepath.Join(d, fmt.Sprintf("%s%d-*", SandboxNamePrefix, pid)))
+					matches, _ := filepath.Glob(filepath.Join(d, fmt.Sprintf("%s%d-*", NamePrefix, pid)))
 					for _, cg := range matches {
-						cmdPids = append(cmdPids, sandboxPids(cg)...)
+						cmdPids = append(cmdPids, cgroupPids(cg)...)
 					}
 				}
 			}
@@ -575,7 +577,7 @@ func TestSandboxReaperAfterSIGKILL(t *testing.T) {
 			}
 			c.Process.Kill()
 			c.Wait()
-			sandboxWaitClean(t, m, map[int]bool{pid: true})
+			waitClean(t, m, map[int]bool{pid: true})
 			for _, p := range cmdPids {
 				st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
 				if err == nil && !strings.Contains(string(st), ") Z ") {
@@ -587,14 +589,14 @@ func TestSandboxReaperAfterSIGKILL(t *testing.T) {
 }
 
 func TestSandboxSpecErrors(t *testing.T) {
-	for name, spec := range map[string]SandboxSpec{
+	for name, spec := range map[string]Spec{
 		"bad default": {Default: "maybe"},
 		"bad rule":    {Rules: []config.Rule{{Type: 'x', Permissions: "r"}}},
 		"bad perms":   {Rules: []config.Rule{{Type: 'c', Major: 1, Minor: 3, Permissions: "q"}}},
 		"bad access":  {Accesses: []probe.Access{"x"}},
 		"bad version": {Version: "v3"},
 	} {
-		if _, err := RunSandbox(context.Background(), spec); err == nil {
+		if _, err := Run(context.Background(), spec); err == nil {
 			t.Errorf("%s: no error", name)
 		}
 	}
@@ -604,13 +606,13 @@ func TestSandboxSpecErrors(t *testing.T) {
 // for read inside and outside; compare with BenchmarkSandboxTrue, a plain
 // fork and exec of true. The issue's goal is ≤ 20 ms more.
 func BenchmarkSandboxNoCmd(b *testing.B) {
-	for _, v := range []SandboxVersion{SandboxV1, SandboxV2} {
+	for _, v := range []Version{V1, V2} {
 		b.Run(string(v), func(b *testing.B) {
-			sandboxTestMounts(b, v)
-			spec := SandboxSpec{Version: v, Rules: []config.Rule{{Type: 'c', Major: 1, Minor: 3, Permissions: "rw", Allow: true}},
+			testMounts(b, v)
+			spec := Spec{Version: v, Rules: []config.Rule{{Type: 'c', Major: 1, Minor: 3, Permissions: "rw", Allow: true}},
 				Nodes: []string{"/dev/null"}, Accesses: []probe.Access{probe.Read}}
 			for b.Loop() {
-				if _, err := RunSandbox(context.Background(), spec); err != nil {
+				if _, err := Run(context.Background(), spec); err != nil {
 					b.Fatal(err)
 				}
 				// Let the finished run's reaper (a process that reads "done"
@@ -635,7 +637,7 @@ func BenchmarkSandboxTrue(b *testing.B) {
 
 // TestSandboxResultJSON keeps the result's JSON form readable: the CLI prints it.
 func TestSandboxResultJSON(t *testing.T) {
-	r := SandboxResult{Version: SandboxV2, Program: &SandboxProgram{ID: 7, Tag: "ab", Name: GenProgramName},
+	r := Result{Version: V2, Program: &Program{ID: 7, Tag: "ab", Name: ProgramName},
 		Rules: []config.Rule{{Type: 'c', Major: 1, Minor: 3, Permissions: "r", Allow: true}}, RuleLines: []string{"allow c 1:3 r"}}
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -644,7 +646,7 @@ func TestSandboxResultJSON(t *testing.T) {
 	if !strings.Contains(string(b), `"rules":["allow c 1:3 r"]`) {
 		t.Errorf("rules not written as text: %s", b)
 	}
-	var back SandboxResult
+	var back Result
 	if err := json.Unmarshal(b, &back); err != nil || back.Program.ID != 7 {
 		t.Errorf("round trip: %+v, %v", back, err)
 	}
@@ -655,7 +657,7 @@ func TestSandboxOwner(t *testing.T) {
 		"accel-doctor-sandbox-1234-0123456789abcdef": 1234,
 		"accel-doctor-sandbox-1-ffffffffffffffff":    1,
 	} {
-		if pid, ok := sandboxOwner(name); !ok || pid != want {
+		if pid, ok := ownerPid(name); !ok || pid != want {
 			t.Errorf("%s: %d %v, want %d", name, pid, ok, want)
 		}
 	}
@@ -669,7 +671,7 @@ func TestSandboxOwner(t *testing.T) {
 		"accel-doctor-sandbox-1234-0123456789abcdef-x",
 		"system.slice",
 	} {
-		if _, ok := sandboxOwner(name); ok {
+		if _, ok := ownerPid(name); ok {
 			t.Errorf("%q taken for a sandbox", name)
 		}
 	}

@@ -1,4 +1,4 @@
-package cgroup
+package sandbox
 
 import (
 	"os"
@@ -9,11 +9,11 @@ import (
 // sandbox re-executes os.Executable, which is this binary under go test)
 // and as the helper process of the leak test.
 func TestMain(m *testing.M) {
-	if SandboxTrampolineMain() {
+	if TrampolineMain() {
 		return
 	}
-	if os.Getenv(sandboxTestHelperEnv) != "" {
-		os.Exit(sandboxTestHelper())
+	if os.Getenv(testHelperEnv) != "" {
+		os.Exit(testHelper())
 	}
 	os.Exit(m.Run())
 }

@@ -1,4 +1,4 @@
-package cgroup
+package sandbox
 
 import (
 	"encoding/json"
@@ -28,7 +28,7 @@ import (
 //	        request on stdin (EOF: exit at once), run the probes, and
 //	        write the results and its /proc/thread-self/cgroup as JSON on
 //	        stdout. (On v1 the probes run on a thread of accel-doctor
-//	        itself; see sandboxRunProbes.)
+//	        itself; see runProbes.)
 //	reaper  started before the cgroup is made, in its own session so that
 //	        ^C to accel-doctor's process group does not reach it, holding
 //	        the read end of a pipe (fd 3) whose write end only accel-doctor
@@ -40,55 +40,55 @@ import (
 // The variables are removed from the environment of the command the
 // sandbox runs, so an accel-doctor inside the sandbox behaves normally.
 const (
-	sandboxRoleEnv    = "ACCEL_DOCTOR_SANDBOX_ROLE"
-	sandboxProcsEnv   = "ACCEL_DOCTOR_SANDBOX_PROCS"
-	sandboxArg0Env    = "ACCEL_DOCTOR_SANDBOX_ARG0"
-	sandboxDirEnv     = "ACCEL_DOCTOR_SANDBOX_DIR"
-	sandboxV2Env      = "ACCEL_DOCTOR_SANDBOX_V2"
-	sandboxRoleExec   = "exec"
-	sandboxRoleProbe  = "probe"
-	sandboxRoleReaper = "reaper"
-	sandboxReaperDone = "done"
-	// sandboxTrampolineFailed is the exit status of a trampoline that could
+	roleEnv    = "ACCEL_DOCTOR_SANDBOX_ROLE"
+	procsEnv   = "ACCEL_DOCTOR_SANDBOX_PROCS"
+	arg0Env    = "ACCEL_DOCTOR_SANDBOX_ARG0"
+	dirEnv     = "ACCEL_DOCTOR_SANDBOX_DIR"
+	v2Env      = "ACCEL_DOCTOR_SANDBOX_V2"
+	roleExec   = "exec"
+	roleProbe  = "probe"
+	roleReaper = "reaper"
+	reaperDone = "done"
+	// trampolineFailed is the exit status of a trampoline that could
 	// not do its job.
-	sandboxTrampolineFailed = 125
+	trampolineFailed = 125
 )
 
-// SandboxTrampolineMain runs the sandbox's helper roles. cmd/accel-doctor's
+// TrampolineMain runs the sandbox's helper roles. cmd/accel-doctor's
 // main must call it first thing, before flag parsing or any other work:
 //
 //	func main() {
-//		if cgroup.SandboxTrampolineMain() {
+//		if cgroup.TrampolineMain() {
 //			return
 //		}
 //		...
 //	}
 //
 // It returns false at once when ACCEL_DOCTOR_SANDBOX_ROLE is not set. When
-// it is, the process is a sandbox helper: SandboxTrampolineMain does the
+// it is, the process is a sandbox helper: TrampolineMain does the
 // job and exits the process (or replaces it with the command); it never
 // returns true in practice, the result only documents the contract.
-// Test binaries that call RunSandbox must call it from TestMain.
-func SandboxTrampolineMain() (handled bool) {
-	role, ok := os.LookupEnv(sandboxRoleEnv)
+// Test binaries that call Run must call it from TestMain.
+func TrampolineMain() (handled bool) {
+	role, ok := os.LookupEnv(roleEnv)
 	if !ok {
 		return false
 	}
 	switch role {
-	case sandboxRoleExec:
-		os.Exit(sandboxTrampolineExec())
-	case sandboxRoleProbe:
-		os.Exit(sandboxTrampolineProbe())
-	case sandboxRoleReaper:
-		os.Exit(sandboxTrampolineReaper())
+	case roleExec:
+		os.Exit(trampolineExec())
+	case roleProbe:
+		os.Exit(trampolineProbe())
+	case roleReaper:
+		os.Exit(trampolineReaper())
 	}
-	fmt.Fprintf(os.Stderr, "accel-doctor: unknown %s %q\n", sandboxRoleEnv, role)
-	os.Exit(sandboxTrampolineFailed)
+	fmt.Fprintf(os.Stderr, "accel-doctor: unknown %s %q\n", roleEnv, role)
+	os.Exit(trampolineFailed)
 	return true
 }
 
-// sandboxCleanEnv drops the trampoline's variables.
-func sandboxCleanEnv(env []string) []string {
+// cleanEnv drops the trampoline's variables.
+func cleanEnv(env []string) []string {
 	out := make([]string, 0, len(env))
 	for _, e := range env {
 		if !strings.HasPrefix(e, "ACCEL_DOCTOR_SANDBOX_") {
@@ -98,71 +98,71 @@ func sandboxCleanEnv(env []string) []string {
 	return out
 }
 
-// sandboxJoin moves this process into the v1 cgroup whose cgroup.procs
+// join moves this process into the v1 cgroup whose cgroup.procs
 // is given; writing 0 moves the writer (kernel/cgroup/cgroup.c
 // cgroup_procs_write_start).
-func sandboxJoin(procs string) error {
+func join(procs string) error {
 	if err := os.WriteFile(procs, []byte("0"), 0); err != nil {
 		return fmt.Errorf("join %s: %w", procs, err)
 	}
 	return nil
 }
 
-func sandboxTrampolineExec() int {
+func trampolineExec() int {
 	status := os.NewFile(3, "sandbox-status")
 	fail := func(err error) int {
 		if status != nil {
 			fmt.Fprint(status, err.Error())
 		}
-		return sandboxTrampolineFailed
+		return trampolineFailed
 	}
 	if status == nil {
-		return sandboxTrampolineFailed
+		return trampolineFailed
 	}
 	unix.CloseOnExec(3)
 	if len(os.Args) < 2 {
 		return fail(fmt.Errorf("no command"))
 	}
-	if err := sandboxJoin(os.Getenv(sandboxProcsEnv)); err != nil {
+	if err := join(os.Getenv(procsEnv)); err != nil {
 		return fail(err)
 	}
-	argv := append([]string{os.Getenv(sandboxArg0Env)}, os.Args[2:]...)
+	argv := append([]string{os.Getenv(arg0Env)}, os.Args[2:]...)
 	if argv[0] == "" {
 		argv[0] = os.Args[1]
 	}
-	err := unix.Exec(os.Args[1], argv, sandboxCleanEnv(os.Environ()))
+	err := unix.Exec(os.Args[1], argv, cleanEnv(os.Environ()))
 	return fail(fmt.Errorf("exec %s: %w", os.Args[1], err))
 }
 
-func sandboxTrampolineProbe() int {
+func trampolineProbe() int {
 	runtime.LockOSThread()
-	var req sandboxProbeRequest
-	var rep sandboxProbeReply
+	var req probeRequest
+	var rep probeReply
 	if err := json.NewDecoder(io.LimitReader(os.Stdin, 16<<20)).Decode(&req); err != nil {
 		rep.Error = "read request: " + err.Error()
 	} else {
-		rep = sandboxProbeHere(req.Probes, "")
+		rep = probeHere(req.Probes, "")
 	}
 	if err := json.NewEncoder(os.Stdout).Encode(rep); err != nil || rep.Error != "" {
-		return sandboxTrampolineFailed
+		return trampolineFailed
 	}
 	return 0
 }
 
-func sandboxTrampolineReaper() int {
+func trampolineReaper() int {
 	// Only SIGKILL may stop the reaper: a hangup or a stray ^C must not
 	// cost the cleanup.
 	signal.Ignore(unix.SIGINT, unix.SIGTERM, unix.SIGHUP, unix.SIGQUIT, unix.SIGPIPE)
-	dir := os.Getenv(sandboxDirEnv)
+	dir := os.Getenv(dirEnv)
 	pipe := os.NewFile(3, "sandbox-reaper")
 	if pipe == nil || dir == "" {
-		return sandboxTrampolineFailed
+		return trampolineFailed
 	}
 	msg, _ := io.ReadAll(io.LimitReader(pipe, 64))
-	if string(msg) == sandboxReaperDone {
+	if string(msg) == reaperDone {
 		return 0
 	}
-	if err := sandboxDestroy(dir, os.Getenv(sandboxV2Env) == "true"); err != nil {
+	if err := destroy(dir, os.Getenv(v2Env) == "true"); err != nil {
 		fmt.Fprintf(os.Stderr, "accel-doctor sandbox reaper: %v\n", err)
 		return 1
 	}
