@@ -29,21 +29,27 @@ func main() {
 	runs := flag.Int("runs", 15, "runs of each command")
 	bin := flag.String("bin", "", "accel-doctor binary (default: build one)")
 	flag.Parse()
-	if *bin == "" {
-		dir, err := os.MkdirTemp("", "accel-doctor-bench-")
-		if err != nil {
-			fail(err)
-		}
-		defer os.RemoveAll(dir)
-		*bin = filepath.Join(dir, "accel-doctor")
-		build := exec.Command("go", "build", "-trimpath", "-o", *bin, "./cmd/accel-doctor")
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fail(fmt.Errorf("build: %w", err))
-		}
+	dir, err := os.MkdirTemp("", "accel-doctor-bench-")
+	if err != nil {
+		fail(err)
 	}
+	defer os.RemoveAll(dir)
+	if *bin == "" {
+		*bin = filepath.Join(dir, "accel-doctor")
+		goBuild("./cmd/accel-doctor", *bin, "")
+	}
+	// The floor: what any Go binary costs to start on this machine.
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module empty\n\ngo 1.22\n"), 0o644); err != nil {
+		fail(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte("package main\n\nfunc main() {}\n"), 0o644); err != nil {
+		fail(err)
+	}
+	goBuild(".", empty, dir)
 	subjects := []*subject{
 		{name: "accel-doctor check (live)", argv: []string{*bin, "check"}},
+		{name: "empty Go binary (func main(){})", argv: []string{empty}},
 		{name: "virt-host-validate", argv: []string{"virt-host-validate"}},
 		{name: "lspci -vvv", argv: []string{"lspci", "-vvv"}},
 		{name: "accel-doctor check (nvidia-h100x8 fixture)", argv: []string{*bin, "check", "--root", "testdata/hosts/nvidia-h100x8"}},
@@ -85,8 +91,20 @@ func main() {
 		fmt.Printf("RSS   %-28s / %-20s = %.2f\n", a, b, float64(rss[a])/float64(rss[b]))
 	}
 	ratio("accel-doctor check (live)", "virt-host-validate")
+	ratio("empty Go binary (func main(){})", "virt-host-validate")
 	ratio("accel-doctor check (live)", "lspci -vvv")
-	fmt.Println("\ngoals: live check wall <= 0.5 x virt-host-validate, peak RSS <= 15 MiB, fixture check <= 20 ms")
+	fmt.Println("\ngoals: live check wall <= 0.4 x virt-host-validate, peak RSS <= 12 MiB (the empty binary's ratio is the floor)")
+}
+
+// goBuild builds a static binary the way the README does (CGO_ENABLED=0).
+func goBuild(pkg, out, dir string) {
+	build := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
+	build.Dir = dir
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fail(fmt.Errorf("build %s: %w", pkg, err))
+	}
 }
 
 func runOnce(argv []string) (time.Duration, int64, int) {

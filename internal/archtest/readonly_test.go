@@ -13,7 +13,7 @@ import (
 // readOnly are the reader packages: they read the host and never change
 // it. Only internal/sandbox (and the plugins and agent, which say so) may
 // write.
-var readOnly = []string{"pci", "devnode", "driver", "cgroup", "diagnose", "report"}
+var readOnly = []string{"pci", "devnode", "driver", "cgroup", "runtime", "diagnose", "report"}
 
 // writers lists, per imported package, the functions that change the host:
 // write, create, remove, rename, mknod, mount, kill, load or attach. A
