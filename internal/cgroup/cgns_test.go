@@ -279,6 +279,19 @@ func TestLocateCaptured(t *testing.T) {
 		}
 	})
 
+	t.Run("sound as shown, nothing captured", func(t *testing.T) {
+		// Path and mount root climb alike: the join stands without a
+		// re-read, and the path stays as the reader was shown it.
+		root := tree(t, with(map[string]string{"proc/42/cgroup": "5:devices:/../../adtest/y\n0::/../../adtest/y\n"}))
+		p, err := ReadPolicy(root, Target{PID: 42})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.V1Dir != "/sys/fs/cgroup/devices/adtest/y" || p.V1Path != "/../../adtest/y" || p.Resolved != "" || p.V1 == nil {
+			t.Errorf("v1 dir %q path %q resolved %q err %v", p.V1Dir, p.V1Path, p.Resolved, p.V1Err)
+		}
+	})
+
 	t.Run("cgroup target", func(t *testing.T) {
 		root := tree(t, with(map[string]string{cap(capInitialMounts): initialMountinfo}))
 		p, err := ReadPolicy(root, Target{Cgroup: "/adtest/y"})

@@ -181,6 +181,9 @@ func orElse(a, b string) string {
 // placeNote is a target's cgroup path and, when accel-doctor's own cgroup
 // namespace showed it differently ("/../y"), how it was resolved.
 func placeNote(at, shown, via string) string {
+	if strings.HasPrefix(at, "/..") {
+		return at + " (relative to accel-doctor's own cgroup namespace)"
+	}
 	if via == "" || shown == "" || shown == at {
 		return at
 	}
