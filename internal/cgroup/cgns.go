@@ -161,8 +161,8 @@ type Location struct {
 	Mounts *Mounts
 	V1, V2 Place // V1 is the devices controller's hierarchy
 	// Via names the cgroup namespace the paths and mounts were read again
-	// in, when the ones accel-doctor's own namespace showed could not be
-	// joined; "" when they were used as shown.
+	// in, when the ones accel-doctor's own namespace showed climbed above
+	// its root; "" when they were used as shown.
 	Via string
 }
 
