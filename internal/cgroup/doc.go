@@ -2,9 +2,12 @@
 // evaluates it for a device and an access, with the kernel's semantics.
 //
 // What it reads, all through a *hostfs.Root:
-//   - /proc/self/mountinfo: the cgroup mode (v1, v2 or hybrid), the mount of
+//   - /proc/self/mountinfo (the live host) or /proc/1/mountinfo (a host
+//     mounted at --root): the cgroup mode (v1, v2 or hybrid), the mount of
 //     the v1 devices controller and of the cgroup2 hierarchy;
-//   - /proc/PID/cgroup: where a process lives in each hierarchy;
+//   - /proc/PID/cgroup: where a process lives in each hierarchy. Both are
+//     written relative to accel-doctor's own cgroup namespace; paths above
+//     its root are read again in the initial cgroup namespace (cgns.go);
 //   - <devices mount>/<path>/devices.list at the cgroup and every ancestor
 //     (cgroup v1, security/device_cgroup.c);
 //   - the BPF_CGROUP_DEVICE programs in effect for a cgroup2 directory, read

@@ -41,22 +41,29 @@ type Mounts struct {
 	Mode Mode
 	// DevicesV1 is the mount point of the v1 devices controller ("" when it
 	// is not mounted); DevicesV1Root is the part of the hierarchy that mount
-	// shows (mountinfo field 4: "/" on a host, the container's own cgroup
-	// inside a container with a cgroup namespace).
+	// shows (mountinfo field 4), written relative to the reader's cgroup
+	// namespace: "/" on a host, the container's own cgroup inside a
+	// container without a cgroup namespace, "/../.." for the whole
+	// hierarchy read from a namespace two levels down (see cgns.go).
 	DevicesV1     string
 	DevicesV1Root string
 	// Unified is the cgroup2 mount point ("" when none) and UnifiedRoot the
 	// part of the hierarchy it shows.
 	Unified     string
 	UnifiedRoot string
+	// Source is the mountinfo these were read from (see mountinfoSource).
+	Source string
 }
 
-// MountinfoPath is the mountinfo the mode is detected from.
-const MountinfoPath = "/proc/self/mountinfo"
+// MountinfoPath is the mountinfo of the live root. A root that is a host
+// mounted elsewhere is read through its init's /proc/1/mountinfo instead:
+// Mounts.Source says which file was read.
+const MountinfoPath = selfMountinfo
 
 // ParseMounts reads proc_pid_mountinfo(5) text and finds the cgroup mounts.
 // When a hierarchy is mounted more than once, the mount showing the widest
-// part of it (the shortest root) wins, then the first.
+// part of it wins (the root that climbs most levels, then the one with
+// fewest names), then the first.
 func ParseMounts(b []byte) (*Mounts, error) {
 	infos, err := mountinfo.GetMountsFromReader(bytes.NewReader(b), func(i *mountinfo.Info) (skip, stop bool) {
 		return i.FSType != "cgroup" && i.FSType != "cgroup2", false
@@ -66,23 +73,28 @@ func ParseMounts(b []byte) (*Mounts, error) {
 	}
 	m := &Mounts{}
 	v1 := false
-	better := func(curPoint, curRoot, root string) bool {
-		return curPoint == "" || len(root) < len(curRoot)
+	var bestV1, bestV2 nsPath
+	better := func(curPoint string, cur, root nsPath) bool {
+		return curPoint == "" || root.up > cur.up || (root.up == cur.up && len(root.names) < len(cur.names))
 	}
 	for _, i := range infos {
-		if !strings.HasPrefix(i.Mountpoint, "/") || !strings.HasPrefix(i.Root, "/") {
-			return nil, fmt.Errorf("mountinfo: cgroup mount %q with root %q is not absolute", i.Mountpoint, i.Root)
+		if !strings.HasPrefix(i.Mountpoint, "/") {
+			return nil, fmt.Errorf("mountinfo: cgroup mount %q is not absolute", i.Mountpoint)
+		}
+		root, err := parseNSPath(i.Root)
+		if err != nil {
+			return nil, fmt.Errorf("mountinfo: cgroup mount %q: root: %w", i.Mountpoint, err)
 		}
 		switch i.FSType {
 		case "cgroup2":
-			if better(m.Unified, m.UnifiedRoot, i.Root) {
-				m.Unified, m.UnifiedRoot = path.Clean(i.Mountpoint), path.Clean(i.Root)
+			if better(m.Unified, bestV2, root) {
+				m.Unified, m.UnifiedRoot, bestV2 = path.Clean(i.Mountpoint), root.String(), root
 			}
 		case "cgroup":
 			v1 = true
 			// The controllers are in the super options ("rw,devices").
-			if slices.Contains(strings.Split(i.VFSOptions, ","), "devices") && better(m.DevicesV1, m.DevicesV1Root, i.Root) {
-				m.DevicesV1, m.DevicesV1Root = path.Clean(i.Mountpoint), path.Clean(i.Root)
+			if slices.Contains(strings.Split(i.VFSOptions, ","), "devices") && better(m.DevicesV1, bestV1, root) {
+				m.DevicesV1, m.DevicesV1Root, bestV1 = path.Clean(i.Mountpoint), root.String(), root
 			}
 		}
 	}
@@ -97,16 +109,20 @@ func ParseMounts(b []byte) (*Mounts, error) {
 	return m, nil
 }
 
-// ReadMounts detects the cgroup mounts from the root's MountinfoPath.
+// ReadMounts detects the cgroup mounts from the root's mount table: the
+// live host's /proc/self/mountinfo, or the init's of a host mounted at the
+// root (see mountinfoSource).
 func ReadMounts(root *hostfs.Root) (*Mounts, error) {
-	b, err := root.ReadFile(MountinfoPath)
+	src := mountinfoSource(root)
+	b, err := root.ReadFile(src)
 	if err != nil {
 		return nil, err
 	}
 	m, err := ParseMounts(b)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", MountinfoPath, err)
+		return nil, fmt.Errorf("%s: %w", src, err)
 	}
+	m.Source = src
 	return m, nil
 }
 
@@ -114,41 +130,22 @@ func ReadMounts(root *hostfs.Root) (*Mounts, error) {
 // mount (it lies outside the part of the hierarchy the mount shows).
 var ErrOutsideMount = errors.New("cgroup path is outside the mounted part of the hierarchy")
 
-func mapDir(mountPoint, mountRoot, cgPath string) (string, error) {
-	if mountPoint == "" {
-		return "", errors.New("hierarchy not mounted")
-	}
-	if !strings.HasPrefix(cgPath, "/") {
-		return "", fmt.Errorf("cgroup path %q is not absolute", cgPath)
-	}
-	cgPath = path.Clean(cgPath)
-	rel := cgPath
-	if mountRoot != "/" {
-		switch {
-		case cgPath == mountRoot:
-			rel = "/"
-		case strings.HasPrefix(cgPath, mountRoot+"/"):
-			rel = strings.TrimPrefix(cgPath, mountRoot)
-		default:
-			return "", fmt.Errorf("%s (mount root %s): %w", cgPath, mountRoot, ErrOutsideMount)
-		}
-	}
-	return path.Join(mountPoint, rel), nil
-}
-
-// DevicesDir maps a v1 devices cgroup path (as /proc/PID/cgroup writes it)
-// to its directory under the host root.
+// DevicesDir maps a v1 devices cgroup path (as /proc/PID/cgroup writes it
+// for the same reader as the mountinfo) to its directory under the host
+// root. A path the mount root cannot be joined with lexically is
+// ErrAboveNamespace: Locate resolves those.
 func (m *Mounts) DevicesDir(cgPath string) (string, error) {
-	d, err := mapDir(m.DevicesV1, m.DevicesV1Root, cgPath)
+	d, err := mapPath(m.DevicesV1, m.DevicesV1Root, cgPath)
 	if err != nil {
 		return "", fmt.Errorf("v1 devices: %w", err)
 	}
 	return d, nil
 }
 
-// UnifiedDir maps a cgroup2 path to its directory under the host root.
+// UnifiedDir maps a cgroup2 path to its directory under the host root, as
+// DevicesDir does.
 func (m *Mounts) UnifiedDir(cgPath string) (string, error) {
-	d, err := mapDir(m.Unified, m.UnifiedRoot, cgPath)
+	d, err := mapPath(m.Unified, m.UnifiedRoot, cgPath)
 	if err != nil {
 		return "", fmt.Errorf("cgroup2: %w", err)
 	}

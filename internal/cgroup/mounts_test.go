@@ -32,6 +32,10 @@ func TestParseMounts(t *testing.T) {
 			&Mounts{Mode: ModeV1, DevicesV1: "/sys/fs/cgroup/devices", DevicesV1Root: "/docker/abc"}},
 		{"widest mount wins", "1 0 0:32 /a/b /x ro - cgroup cgroup rw,devices\n2 0 0:32 / /y ro - cgroup cgroup rw,devices\n",
 			&Mounts{Mode: ModeV1, DevicesV1: "/y", DevicesV1Root: "/"}},
+		{"reader in a cgroup namespace two levels down", "36 31 0:33 /../.. /sys/fs/cgroup/devices rw - cgroup cgroup rw,devices\n41 31 0:38 /../.. /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n",
+			&Mounts{Mode: ModeHybrid, DevicesV1: "/sys/fs/cgroup/devices", DevicesV1Root: "/../..", Unified: "/sys/fs/cgroup/unified", UnifiedRoot: "/../.."}},
+		{"the mount that climbs most is the widest", "1 0 0:38 / /own rw - cgroup2 cgroup2 rw\n2 0 0:38 /../../a /x rw - cgroup2 cgroup2 rw\n3 0 0:38 /../.. /whole rw - cgroup2 cgroup2 rw\n",
+			&Mounts{Mode: ModeV2, Unified: "/whole", UnifiedRoot: "/../.."}},
 		{"no cgroups", "22 26 0:21 / /sys rw,relatime - sysfs sysfs rw\n", &Mounts{}},
 		{"name=devices is not the controller", "39 30 0:36 / /x rw - cgroup cgroup rw,name=devices\n", &Mounts{Mode: ModeV1}},
 	}
@@ -46,8 +50,14 @@ func TestParseMounts(t *testing.T) {
 			}
 		})
 	}
-	if _, err := ParseMounts([]byte("garbage line\n")); err == nil {
-		t.Error("malformed mountinfo: no error")
+	for _, bad := range []string{
+		"garbage line\n",
+		"1 0 0:38 /a/../b /x rw - cgroup2 cgroup2 rw\n", // a root the kernel does not write
+		"1 0 0:38 relative /x rw - cgroup2 cgroup2 rw\n",
+	} {
+		if _, err := ParseMounts([]byte(bad)); err == nil {
+			t.Errorf("ParseMounts(%q): no error", bad)
+		}
 	}
 }
 
@@ -64,7 +74,8 @@ func TestMapDirs(t *testing.T) {
 		{true, "/docker/abcd", "", true},
 		{true, "relative", "", true},
 		{false, "/", "/sys/fs/cgroup/unified", false},
-		{false, "/a/../b", "/sys/fs/cgroup/unified/b", false},
+		{false, "/a/../b", "", true}, // not a path the kernel writes: refused, not cleaned
+		{false, "/../b", "", true},   // above the reader's cgroup namespace: Locate resolves it
 	} {
 		f := m.UnifiedDir
 		if tt.v1 {

@@ -3,7 +3,6 @@ package cgroup
 import (
 	"errors"
 	"fmt"
-	"path"
 	"strings"
 
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
@@ -12,7 +11,9 @@ import (
 // Target names the cgroup whose policy is read: a process (its
 // /proc/PID/cgroup lines give the v1 devices and the cgroup2 paths) or a
 // cgroup path, which is then used in both hierarchies ("/docker/ID" means
-// <devices mount>/docker/ID and <cgroup2 mount>/docker/ID).
+// <devices mount>/docker/ID and <cgroup2 mount>/docker/ID). A cgroup path
+// is a path in the hierarchy as the mounts are read: on a host, and from
+// a pod with the host at --root, from the hierarchy's own root.
 type Target struct {
 	PID    int
 	Cgroup string
@@ -44,7 +45,9 @@ type Policy struct {
 	// V1Applies is true when the host mounts the v1 devices controller.
 	// V1 is then the parsed hierarchy, or nil with V1Err.
 	V1Applies bool
-	V1Path    string // cgroup path in the devices hierarchy
+	V1Path    string // cgroup path in the devices hierarchy (see Place.Path)
+	V1Shown   string // the path as accel-doctor's cgroup namespace showed it
+	V1Dir     string // the directory judged ("" when not located)
 	V1        *V1Policy
 	V1Err     error
 
@@ -53,61 +56,46 @@ type Policy struct {
 	// snapshot, an EPERM error without privilege).
 	V2Applies bool
 	V2Path    string
+	V2Shown   string
+	V2Dir     string
 	V2        *V2Policy
 	V2Err     error
+
+	// Resolved names the cgroup namespace the paths were read again in
+	// when accel-doctor's own namespace showed them relative to a root it
+	// could not place (Location.Via); "" when they were used as shown.
+	Resolved string
 }
 
 // ReadPolicy reads the device policy of target. Errors reading one part
 // are kept in V1Err / V2Err so the other part still answers; the returned
-// error is for what stops both (mountinfo, the process's cgroup file).
+// error is for what stops both (mountinfo, the process's cgroup file, a
+// target located in neither hierarchy: see Locate).
 func ReadPolicy(root *hostfs.Root, target Target) (*Policy, error) {
-	m, err := ReadMounts(root)
+	loc, err := Locate(root, target)
 	if err != nil {
 		return nil, err
 	}
-	if m.Mode == ModeUnknown {
-		return nil, fmt.Errorf("%s: no cgroup hierarchy is mounted", MountinfoPath)
+	m := loc.Mounts
+	p := &Policy{Mounts: m, Target: target, V1Applies: m.DevicesV1 != "", V2Applies: m.Unified != "", Resolved: loc.Via}
+	fill := func(pl Place) (shown, at, dir string, err error) {
+		at = pl.Path
+		if at == "" {
+			at = pl.Shown
+		}
+		return pl.Shown, at, pl.Dir, pl.Err
 	}
-	p := &Policy{Mounts: m, Target: target, V1Applies: m.DevicesV1 != "", V2Applies: m.Unified != ""}
-	switch {
-	case target.PID > 0 || target.Self:
-		pid := target.PID
-		if target.Self {
-			pid = 0
+	if p.V1Applies {
+		p.V1Shown, p.V1Path, p.V1Dir, p.V1Err = fill(loc.V1)
+		if p.V1Err == nil {
+			p.V1, p.V1Err = ReadV1(root, m.DevicesV1, p.V1Dir)
 		}
-		entries, err := ReadProcCgroup(root, pid)
-		if err != nil {
-			return nil, err
-		}
-		var ok bool
-		if p.V1Applies {
-			if p.V1Path, ok = DevicesPath(entries); !ok {
-				p.V1Err = fmt.Errorf("/proc/%d/cgroup has no devices line", target.PID)
-			}
-		}
-		if p.V2Applies {
-			if p.V2Path, ok = UnifiedPath(entries); !ok {
-				p.V2Err = fmt.Errorf("/proc/%d/cgroup has no 0:: line", target.PID)
-			}
-		}
-	case strings.HasPrefix(target.Cgroup, "/"):
-		p.V1Path, p.V2Path = path.Clean(target.Cgroup), path.Clean(target.Cgroup)
-	default:
-		return nil, fmt.Errorf("target: want a PID or an absolute cgroup path, have %q", target.Cgroup)
 	}
-	if p.V1Applies && p.V1Err == nil {
-		dir, err := m.DevicesDir(p.V1Path)
-		if err == nil {
-			p.V1, err = ReadV1(root, m.DevicesV1, dir)
+	if p.V2Applies {
+		p.V2Shown, p.V2Path, p.V2Dir, p.V2Err = fill(loc.V2)
+		if p.V2Err == nil {
+			p.V2, p.V2Err = ReadV2(root, p.V2Dir)
 		}
-		p.V1Err = err
-	}
-	if p.V2Applies && p.V2Err == nil {
-		dir, err := m.UnifiedDir(p.V2Path)
-		if err == nil {
-			p.V2, err = ReadV2(root, dir)
-		}
-		p.V2Err = err
 	}
 	return p, nil
 }

@@ -18,10 +18,11 @@ import (
 )
 
 // runcContainer starts a real runc container from a busybox-static bundle
-// with extra devices and device rules, and returns its id, init PID and
-// the path of its config.json. The container and its cgroups are removed
-// when the test ends, whatever happens.
-func runcContainer(t *testing.T, devices []specs.LinuxDevice, rules []specs.LinuxDeviceCgroup) (id string, pid int, spec string) {
+// with extra devices and device rules (and any other change edits make to
+// the spec), and returns its id, init PID and the path of its config.json.
+// The container and its cgroups are removed when the test ends, whatever
+// happens.
+func runcContainer(t *testing.T, devices []specs.LinuxDevice, rules []specs.LinuxDeviceCgroup, edits ...func(*specs.Spec)) (id string, pid int, spec string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("runc containers need root")
@@ -71,6 +72,9 @@ func runcContainer(t *testing.T, devices []specs.LinuxDevice, rules []specs.Linu
 	s.Linux.Resources.Devices = append(s.Linux.Resources.Devices, rules...)
 	id = fmt.Sprintf("accel-doctor-test-%d-%x", os.Getpid(), rand.Uint32())
 	s.Linux.CgroupsPath = "/" + id
+	for _, edit := range edits {
+		edit(&s)
+	}
 	raw, _ = json.MarshalIndent(&s, "", "  ")
 	if err := os.WriteFile(spec, raw, 0o644); err != nil {
 		t.Fatal(err)

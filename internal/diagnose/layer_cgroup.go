@@ -33,15 +33,24 @@ const (
 
 var cgroupCodes = []Code{
 	{Code: CodeCgroupMode, Layer: report.LayerCgroup, Title: "cgroup mode and the target's cgroups",
-		Explain: `Which cgroup hierarchies the host mounts, read from /proc/self/mountinfo under
-the root: v1 (the devices controller decides), v2 (BPF_CGROUP_DEVICE programs
-decide) or hybrid (both decide, and access needs both to allow). The evidence
-names the target process or cgroup and where it lives in each hierarchy.`},
+		Explain: `Which cgroup hierarchies the host mounts, read from /proc/self/mountinfo on the
+live host, or from the host init's /proc/1/mountinfo when the host is mounted
+at --root (in a pod, /proc/self/mountinfo is the pod's own mount table): v1 (the
+devices controller decides), v2 (BPF_CGROUP_DEVICE programs decide) or hybrid
+(both decide, and access needs both to allow). The evidence names the target
+process or cgroup and where it lives in each hierarchy. When accel-doctor runs
+in a cgroup namespace of its own (every pod on a cgroup v2 node), the kernel
+shows other cgroups relative to that namespace ("/../../x"); those paths are
+read again in the initial cgroup namespace and the evidence says so.`},
 	{Code: CodeCgroupModeUnknown, Layer: report.LayerCgroup, Title: "cgroup hierarchies could not be read",
-		Explain: `The root's /proc/self/mountinfo could not be read, or mounts no cgroup hierarchy,
-or the target process's /proc/PID/cgroup could not be read. Without them the
-cgroup device policy cannot be located, so every cgroup check is NOT_RUN.
-Snapshots and fixture trees without /proc are the usual cause.`,
+		Explain: `The root's mountinfo could not be read, or mounts no cgroup hierarchy, or the
+target process's /proc/PID/cgroup could not be read, or the target could not be
+placed in any mounted hierarchy. Without them the cgroup device policy cannot be
+located, so every cgroup check is NOT_RUN. Snapshots and fixture trees without
+/proc are the usual cause. In a cgroup namespace (a pod's), paths above the
+namespace's root can only be resolved by joining the initial cgroup namespace,
+which needs CAP_SYS_ADMIN; without it accel-doctor says so rather than judge a
+directory that may belong to another cgroup.`,
 		Remediation: "Run on the live host (or with the host's /proc mounted at --root/proc), and check that the --pid exists."},
 	{Code: CodeCgroupAllowed, Layer: report.LayerCgroup, Title: "the cgroup allows read and write on the node",
 		Explain: `The target's effective cgroup device policy allows opening the node for reading
@@ -159,14 +168,33 @@ func checkCgroupMode(e *Env, out *Out) {
 		out.NotRun(CodeCgroupModeUnknown, "host", "cgroup device policy not located", err.Error())
 		return
 	}
-	ev := []report.Evidence{Ev(cgroup.MountinfoPath, "mode "+p.Mounts.Mode.String())}
+	ev := []report.Evidence{Ev(p.Mounts.Source, "mode "+p.Mounts.Mode.String())}
 	if p.V1Applies {
-		ev = append(ev, Ev(p.Mounts.DevicesV1, "v1 devices controller; target at "+p.V1Path))
+		ev = append(ev, Ev(orElse(p.V1Dir, p.Mounts.DevicesV1), "v1 devices controller; target at "+placeNote(p.V1Path, p.V1Shown, p.Resolved)))
 	}
 	if p.V2Applies {
-		ev = append(ev, Ev(p.Mounts.Unified, "cgroup2; target at "+p.V2Path))
+		ev = append(ev, Ev(orElse(p.V2Dir, p.Mounts.Unified), "cgroup2; target at "+placeNote(p.V2Path, p.V2Shown, p.Resolved)))
 	}
 	out.Add(CodeCgroupMode, report.Pass, "host", fmt.Sprintf("cgroup %s; judging %s", p.Mounts.Mode, targetName(e)), ev...)
+}
+
+func orElse(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// placeNote is a target's cgroup path and, when accel-doctor's own cgroup
+// namespace showed it differently ("/../y"), how it was resolved.
+func placeNote(at, shown, via string) string {
+	if strings.HasPrefix(at, "/..") {
+		return at + " (relative to accel-doctor's own cgroup namespace)"
+	}
+	if via == "" || shown == "" || shown == at {
+		return at
+	}
+	return fmt.Sprintf("%s (resolved from %s through %s)", at, shown, via)
 }
 
 // nodeDev is the device number to evaluate for an expected node: what is
