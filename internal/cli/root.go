@@ -134,13 +134,17 @@ func (g *globals) render(r *report.Report, verbose bool) error {
 // renderTable writes a table (pci, cgroup eval, sandbox) in the chosen
 // format; json is the rows' own JSON document.
 func (g *globals) renderTable(t *report.Table, jsonDoc any) error {
+	return g.renderTableTo(g.stdout, t, jsonDoc)
+}
+
+func (g *globals) renderTableTo(w io.Writer, t *report.Table, jsonDoc any) error {
 	switch g.output {
 	case "json":
-		return report.WriteJSONValue(g.stdout, jsonDoc)
+		return report.WriteJSONValue(w, jsonDoc)
 	case "markdown":
-		return report.WriteTableMarkdown(g.stdout, t)
+		return report.WriteTableMarkdown(w, t)
 	}
-	return report.WriteTableText(g.stdout, t)
+	return report.WriteTableText(w, t)
 }
 
 // colorWanted: colour only on a terminal, and never with NO_COLOR set

@@ -1,14 +1,12 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"strings"
 	"syscall"
-	"text/tabwriter"
 
 	"golang.org/x/sys/unix"
 
@@ -19,6 +17,7 @@ import (
 	"github.com/accel-doctor/accel-doctor/internal/diagnose"
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 	"github.com/accel-doctor/accel-doctor/internal/probe"
+	"github.com/accel-doctor/accel-doctor/internal/report"
 	"github.com/accel-doctor/accel-doctor/internal/sandbox"
 )
 
@@ -155,49 +154,45 @@ func accelNodes(g *globals) []string {
 }
 
 func renderSandbox(g *globals, res *sandbox.Result) error {
-	if g.output == "json" {
-		enc := json.NewEncoder(g.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
-	}
-	w := g.stderr // with a command, its output owns stdout
-	if !res.Ran {
+	w := g.stderr // with a command, its output owns stdout (JSON keeps it)
+	if !res.Ran || g.output == "json" {
 		w = g.stdout
 	}
-	fmt.Fprintf(w, "sandbox: cgroup %s %s (removed), default %s\n", res.Version, res.Cgroup, res.Default)
+	return g.renderTableTo(w, sandboxTable(res), res)
+}
+
+// sandboxTable is what was applied (rules, writes, the program) above the
+// probe table, and how the command ended below it.
+func sandboxTable(res *sandbox.Result) *report.Table {
+	t := &report.Table{Title: []string{fmt.Sprintf("sandbox: cgroup %s %s (removed), default %s", res.Version, res.Cgroup, res.Default)}}
 	for _, r := range res.Rules {
-		fmt.Fprintf(w, "  rule: %s\n", sandbox.RuleString(r))
+		t.Title = append(t.Title, "  rule: "+sandbox.RuleString(r))
 	}
 	for _, l := range res.V1Writes {
-		fmt.Fprintf(w, "  wrote %s: %s\n", l.File, l.Line)
+		t.Title = append(t.Title, fmt.Sprintf("  wrote %s: %s", l.File, l.Line))
 	}
 	if len(res.V1List) > 0 {
-		fmt.Fprintf(w, "  devices.list read back: %s\n", strings.Join(res.V1List, "; "))
+		t.Title = append(t.Title, "  devices.list read back: "+strings.Join(res.V1List, "; "))
 	}
 	if p := res.Program; p != nil {
-		fmt.Fprintf(w, "  program: id %d tag %s name %s, %d instructions\n", p.ID, p.Tag, p.Name, p.Instructions)
+		t.Title = append(t.Title, fmt.Sprintf("  program: id %d tag %s name %s, %d instructions", p.ID, p.Tag, p.Name, p.Instructions))
 	}
 	for _, warn := range res.Warnings {
-		fmt.Fprintf(w, "  warning: %s\n", warn)
+		t.Title = append(t.Title, "  warning: "+warn)
 	}
 	if len(res.Probes) > 0 {
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "NODE\tACCESS\tOUTSIDE\tINSIDE\tCGROUP\tWHY")
+		t.Header = []string{"NODE", "ACCESS", "OUTSIDE", "INSIDE", "CGROUP", "WHY"}
 		for _, p := range res.Probes {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", p.Node, p.Access, probeWord(p.Baseline), probeWord(p.InCgroup), p.Verdict.Decision, p.Verdict.Reason)
-		}
-		if err := tw.Flush(); err != nil {
-			return err
+			t.Rows = append(t.Rows, []string{p.Node, string(p.Access), probeWord(p.Baseline), probeWord(p.InCgroup), string(p.Verdict.Decision), p.Verdict.Reason})
 		}
 	}
-	if res.Ran {
-		if res.ExitCode >= 0 {
-			fmt.Fprintf(w, "command exited %d\n", res.ExitCode)
-		} else {
-			fmt.Fprintf(w, "command killed by %s\n", res.Signal)
-		}
+	switch {
+	case res.Ran && res.ExitCode >= 0:
+		t.Notes = append(t.Notes, fmt.Sprintf("command exited %d", res.ExitCode))
+	case res.Ran:
+		t.Notes = append(t.Notes, "command killed by "+res.Signal)
 	}
-	return nil
+	return t
 }
 
 func probeWord(r probe.Result) string {
