@@ -155,23 +155,18 @@ func (a *archive) walk(p string) string {
 			continue
 		}
 		next := path.Join(cur, part)
-		real, err := a.root.realPath(next, false)
-		if err != nil {
-			return next
-		}
-		fi, err := os.Lstat(real)
+		st, t, err := a.root.lstatRaw(next)
 		if err != nil {
 			return path.Join(append([]string{next}, parts...)...)
 		}
-		if fi.Mode()&fs.ModeSymlink == 0 {
-			if fi.IsDir() {
+		if st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 				a.addDir(next)
 			}
 			cur = next
 			continue
 		}
-		t, err := os.Readlink(real)
-		if err != nil || hops > 40 {
+		if t == "" || hops > 40 {
 			return next
 		}
 		hops++
@@ -228,38 +223,36 @@ func (a *archive) addFile(p string) {
 
 func (a *archive) addListing(p string) {
 	final := a.walk(p)
-	real, err := a.root.realPath(final, false)
-	if err != nil {
-		return
-	}
-	ents, err := os.ReadDir(real)
+	names, err := a.root.readDir(final)
 	if err != nil {
 		return
 	}
 	a.listed[path.Clean(p)] = true
 	a.addDir(final)
-	for _, e := range ents {
-		child := path.Join(final, e.Name())
+	for _, name := range names {
+		child := path.Join(final, name)
 		if _, ok := a.entries[child]; ok {
 			continue
 		}
-		switch {
-		case e.Type()&fs.ModeSymlink != 0:
-			if t, err := os.Readlink(filepath.Join(real, e.Name())); err == nil {
+		st, t, err := a.root.lstatRaw(child)
+		if err != nil {
+			continue
+		}
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFLNK:
+			if t != "" {
 				a.entries[child] = &tar.Header{Typeflag: tar.TypeSymlink, Name: strings.TrimPrefix(child, "/"), Linkname: t, Mode: 0o777}
 			}
-		case e.IsDir():
+		case unix.S_IFDIR:
 			a.addDir(child)
-		case e.Type().IsRegular():
+		case unix.S_IFREG:
 			// A placeholder so the listing replays; readers that read the
 			// file recorded it and get its content instead.
 			if _, ok := a.data[child]; !ok && !secret(child) {
 				a.entries[child] = &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(child, "/"), Mode: 0o444}
 			}
-		case e.Type()&fs.ModeDevice != 0:
-			if fi, err := a.root.Lstat(child); err == nil {
-				a.man.Add(fi)
-			}
+		case unix.S_IFCHR, unix.S_IFBLK:
+			a.man.Add(nodeFromStat(child, &st))
 		}
 	}
 }
