@@ -100,10 +100,10 @@ func (r *Root) coverage() *coverage {
 	r.covOnce.Do(func() {
 		r.cov = &coverage{absent: map[string]bool{}, listed: map[string]bool{}}
 		m, ok := r.ReadSnapshotMeta()
-		if !ok || m.Format < 2 {
+		if !ok || m.Format < 2 || m.Tree {
 			return
 		}
-		b, err := r.ReadFileLimit(CoveragePath, 64<<20)
+		b, err := r.ReadFileLimit(CoveragePath, defaultLimits.fileBytes)
 		if err != nil {
 			return
 		}

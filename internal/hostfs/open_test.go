@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -253,7 +254,7 @@ func (w *watch) opened() []string {
 
 // TestNothingButAFileIsOpened: a FIFO, a socket or a device node where a
 // regular file was expected is ErrNotRegular and never opened: inotify sees
-// no IN_OPEN from ReadFile, MapFile or WriteSnapshot, on
+// no IN_OPEN from ReadFile, MapFile, WriteSnapshot or OpenSnapshotFile, on
 // a tree and on the live root, while it does see a real open of the same
 // nodes (so the watch works), and not an O_PATH one (the kernel fact the
 // readers rely on: include/linux/fsnotify.h fsnotify_file skips FMODE_PATH
@@ -323,6 +324,11 @@ func TestNothingButAFileIsOpened(t *testing.T) {
 		// The snapshot reads again what the readers touched.
 		if _, err := tc.root.WriteSnapshot(rec, &strings.Builder{}, "test"); err != nil {
 			t.Errorf("%s: WriteSnapshot: %v", tc.name, err)
+		}
+	}
+	for name, p := range ns {
+		if _, _, err := OpenSnapshotFile(p); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Errorf("OpenSnapshotFile(%s): %v, want a refusal", name, err)
 		}
 	}
 	if got := w.opened(); len(got) != 0 {
@@ -433,3 +439,34 @@ func TestStatInProcessUnderARootWithLiveProcfs(t *testing.T) {
 type errSkip struct{ err error }
 
 func (e errSkip) Error() string { return e.err.Error() }
+
+// TestOpenSnapshotFileRefusesWhatIsNotAFile: --snapshot naming a FIFO, a
+// directory, a device or a link to a FIFO is refused at once, never
+// opened (a FIFO would block open until a writer came).
+func TestOpenSnapshotFileRefusesWhatIsNotAFile(t *testing.T) {
+	dir := t.TempDir()
+	ns := nodes(t, dir)
+	ns["dir"] = dir
+	ns["link to fifo"] = filepath.Join(dir, "link")
+	if err := os.Symlink(ns["fifo"], ns["link to fifo"]); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for name, p := range ns {
+			_, _, err := OpenSnapshotFile(p)
+			if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+				t.Errorf("%s: %v, want 'not a regular file'", name, err)
+			}
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second): // a hang guard, not a speed goal
+		t.Fatal("OpenSnapshotFile blocked")
+	}
+	if _, _, err := OpenSnapshotFile(filepath.Join(dir, "absent")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("absent: %v", err)
+	}
+}

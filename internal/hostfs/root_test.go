@@ -310,21 +310,6 @@ func TestUnpackRejectsEscapes(t *testing.T) {
 	}
 }
 
-func FuzzUnpackSnapshot(f *testing.F) {
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	tw.WriteHeader(&tar.Header{Name: "sys/x", Typeflag: tar.TypeReg, Size: 1, Mode: 0o644})
-	tw.Write([]byte("1"))
-	tw.Close()
-	gz.Close()
-	f.Add(buf.Bytes())
-	f.Fuzz(func(t *testing.T, b []byte) {
-		dir := t.TempDir()
-		_ = UnpackSnapshot(bytes.NewReader(b), dir)
-	})
-}
-
 func BenchmarkReadAttr(b *testing.B) {
 	dir := b.TempDir()
 	for i := 0; i < 8; i++ {
