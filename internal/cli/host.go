@@ -32,12 +32,9 @@ func (g *globals) openHost(snapshot string) (root *hostfs.Root, source string, c
 		}
 		return root, "built-in demo snapshot: " + demo.Description, cleanup, nil
 	}
-	f, err := os.Open(snapshot)
-	if err != nil {
-		return nil, "", cleanup, usageErr("%v", err)
-	}
-	defer f.Close()
-	root, cleanup, err = hostfs.OpenSnapshot(f)
+	// Checked before it is opened: a FIFO or a device is refused, never
+	// opened (a FIFO would block open until a writer came).
+	root, cleanup, err = hostfs.OpenSnapshotFile(snapshot)
 	if err != nil {
 		return nil, "", func() {}, usageErr("%s: %v", snapshot, err)
 	}
