@@ -325,3 +325,35 @@ func BenchmarkReadAttr(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReadFile reads one small attribute file: in a tree (openat2
+// inside the root, fstat of the O_PATH fd, reopen through /proc/self/fd),
+// on the live root by the same file's host path, and a real sysfs
+// attribute of the live host.
+func BenchmarkReadFile(b *testing.B) {
+	dir := b.TempDir()
+	const rel = "sys/devices/pci0000:00/0000:00:03.0/vendor"
+	if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(rel)), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, rel), []byte("0x10de\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		root *Root
+		path string
+	}{
+		{"tree", MustNew(dir), "/" + rel},
+		{"live", MustNew("/"), filepath.Join(dir, rel)},
+		{"live-sysfs", MustNew("/"), "/sys/devices/system/cpu/online"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := c.root.ReadFile(c.path); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
