@@ -36,7 +36,7 @@ func (g *globals) openHost(snapshot string) (root *hostfs.Root, source string, c
 	// opened (a FIFO would block open until a writer came).
 	root, cleanup, err = hostfs.OpenSnapshotFile(snapshot)
 	if err != nil {
-		return nil, "", func() {}, usageErr("%s: %v", snapshot, err)
+		return nil, "", func() {}, usageErr("%v", err) // it starts with the path
 	}
 	src := "snapshot " + snapshot
 	if m, ok := root.ReadSnapshotMeta(); ok {

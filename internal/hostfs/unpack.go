@@ -61,11 +61,26 @@ type LimitError struct {
 }
 
 func (e *LimitError) Error() string {
-	s := fmt.Sprintf("snapshot: over the bound on %s (%d)", e.Bound, e.Limit)
+	limit := fmt.Sprint(e.Limit)
+	if strings.Contains(e.Bound, "bytes") {
+		limit = byteSize(e.Limit)
+	}
+	s := fmt.Sprintf("snapshot: over the bound on %s (%s)", e.Bound, limit)
 	if e.Entry != "" {
 		s += fmt.Sprintf(" at entry %q", short(e.Entry))
 	}
 	return s
+}
+
+// byteSize writes n in the largest binary unit that divides it.
+func byteSize(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 // short keeps a hostile name from filling an error message.

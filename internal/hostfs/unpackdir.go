@@ -377,30 +377,35 @@ func (r *Root) snapshotMeta() (SnapshotMeta, error) {
 // reopened for reading, through /proc/self/fd: the inode checked is the
 // inode read. An archive larger than the bound on compressed bytes is
 // refused before a byte of it is read.
+// Errors start with the path.
 func OpenSnapshotFile(path string) (*Root, func(), error) {
 	f, err := openRegularFile(path, defaultLimits.archiveBytes, "archive bytes (compressed)")
 	if err != nil {
 		return nil, nil, err
 	}
 	defer f.Close()
-	return OpenSnapshot(f)
+	root, cleanup, err := OpenSnapshot(f)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return root, cleanup, nil
 }
 
 // openRegularFile opens a regular file for reading, refusing anything
 // else without opening it, and files over limit bytes (a LimitError on
-// bound).
+// bound). Errors start with the path.
 func openRegularFile(path string, limit int64, bound string) (*os.File, error) {
 	pfd, err := unix.Open(path, unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	defer unix.Close(pfd)
 	fd, st, err := reopenRegular(pfd)
 	if errors.Is(err, ErrNotRegular) {
-		return nil, fmt.Errorf("%s is a %s, not a regular file", path, nodeFromStat(path, &st).Type)
+		return nil, fmt.Errorf("%s: a %s, not a regular file", path, nodeFromStat(path, &st).Type)
 	}
 	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if st.Size > limit {
 		unix.Close(fd)
