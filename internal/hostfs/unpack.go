@@ -151,11 +151,11 @@ func (u *unpacker) dirFD(rel string) (int, error) {
 	case u.curFD > 0 && rel == u.curRel:
 		return u.curFD, nil
 	}
+	// From the cached parent, one name; else the whole path from the top,
+	// every component of which is a directory this unpack checked.
 	from, name := u.fd, rel
 	if u.curFD > 0 && path.Dir(rel) == u.curRel {
 		from, name = u.curFD, path.Base(rel)
-	} else if path.Dir(rel) == "." {
-		name = rel
 	}
 	fd, err := unix.Openat(from, name, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
