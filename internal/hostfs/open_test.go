@@ -385,7 +385,9 @@ func TestStatInProcessResolvesInTheProcessRoot(t *testing.T) {
 
 // TestStatInProcessUnderARootWithLiveProcfs: a root whose /proc is a real
 // procfs (a host mounted at /host in a pod) follows /proc/PID/root through
-// the kernel; one whose /proc is a captured tree reads the tree.
+// the kernel in StatInProcess and nowhere else (ReadFile through it is
+// ELOOP: RESOLVE_NO_MAGICLINKS), and reads /proc/self; one whose /proc is
+// a captured tree reads the tree.
 func TestStatInProcessUnderARootWithLiveProcfs(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("mounting procfs needs root")
@@ -418,6 +420,14 @@ func TestStatInProcessUnderARootWithLiveProcfs(t *testing.T) {
 		n, err := r.StatInProcess(os.Getpid(), "/dev/null")
 		if err == nil && (n.Type != TypeChar || n.Major != 1 || n.Minor != 3) {
 			err = errors.New("not /dev/null: " + n.Type.String())
+		}
+		// /proc/self is a plain link (a PID as text), read as readers
+		// read it; a magic link is never followed by a reader.
+		if _, rerr := r.ReadFile("/proc/self/status"); err == nil && rerr != nil {
+			err = rerr
+		}
+		if _, rerr := r.ReadFile("/proc/self/root/etc/hostname"); err == nil && !errors.Is(rerr, unix.ELOOP) {
+			err = errors.New("a reader followed /proc/self/root")
 		}
 		errc <- err
 	}()
