@@ -35,14 +35,11 @@ func (g *globals) openHost(snapshot string) (root *hostfs.Root, source string, c
 		}
 		return root, "built-in demo snapshot: " + demo.Description, atExit(cleanup), nil
 	}
-	f, err := os.Open(snapshot)
+	// Checked before it is opened: a FIFO or a device is refused, never
+	// opened (a FIFO would block open until a writer came).
+	root, cleanup, err = hostfs.OpenSnapshotFile(snapshot)
 	if err != nil {
-		return nil, "", cleanup, usageErr("%v", err)
-	}
-	defer f.Close()
-	root, cleanup, err = hostfs.OpenSnapshot(f)
-	if err != nil {
-		return nil, "", func() {}, usageErr("%s: %v", snapshot, err)
+		return nil, "", func() {}, usageErr("%v", err) // it starts with the path
 	}
 	cleanup = atExit(cleanup)
 	src := "snapshot " + snapshot

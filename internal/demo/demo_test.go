@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
@@ -19,7 +20,7 @@ func TestDemoArchiveIsCurrent(t *testing.T) {
 		t.Fatalf("the demo's fixture tree is missing: %v", err)
 	}
 	var buf bytes.Buffer
-	if err := hostfs.WriteTreeArchive(tree, &buf); err != nil {
+	if err := hostfs.WriteTreeArchive(tree, &buf, Meta); err != nil {
 		t.Fatal(err)
 	}
 	if *update {
@@ -35,6 +36,13 @@ func TestDemoArchiveIsCurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cleanup()
+	m, ok := root.ReadSnapshotMeta()
+	if !ok || !m.Tree || m.Format != hostfs.TreeFormat || m.Source != "built-in demo" || m.Files == 0 || m.Nodes != root.Manifest().Len() {
+		t.Errorf("the demo's description: %+v, %v", m, ok)
+	}
+	if strings.Contains(Description, "testdata") || strings.Contains(m.Source, "testdata") {
+		t.Errorf("the demo names a repository path: %q, %q", Description, m.Source)
+	}
 	if root.Manifest().Len() == 0 {
 		t.Error("the demo has no device manifest")
 	}

@@ -84,12 +84,13 @@ func (r *Root) Covers(p string) bool {
 // kernel file system (a live host's tree seen through --root).
 func (r *Root) liveTree(p string) bool {
 	top := "/" + strings.SplitN(strings.TrimPrefix(p, "/"), "/", 2)[0]
-	d, err := r.resolveDir(top)
+	fd, err := r.open(top, unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return false
 	}
+	defer unix.Close(fd)
 	var st unix.Statfs_t
-	if unix.Statfs(d, &st) != nil {
+	if unix.Fstatfs(fd, &st) != nil {
 		return false
 	}
 	return liveMagic[int64(st.Type)]
@@ -99,10 +100,10 @@ func (r *Root) coverage() *coverage {
 	r.covOnce.Do(func() {
 		r.cov = &coverage{absent: map[string]bool{}, listed: map[string]bool{}}
 		m, ok := r.ReadSnapshotMeta()
-		if !ok || m.Format < 2 {
+		if !ok || m.Format < 2 || m.Tree {
 			return
 		}
-		b, err := r.ReadFileLimit(CoveragePath, 64<<20)
+		b, err := r.ReadFileLimit(CoveragePath, defaultLimits.fileBytes)
 		if err != nil {
 			return
 		}

@@ -2,16 +2,33 @@
 //
 // A Root reads a Linux host through a directory: "/" for the live host,
 // "/host" inside a pod, a fixture tree in tests, or an unpacked snapshot.
-// Paths given to a Root are host-absolute ("/sys/bus/pci/devices"); symlinks
-// are resolved inside the root directory, never outside it (a hostile link to
-// "/" or "../../.." stays in the root), and a symlink loop is an ELOOP error.
+// Paths given to a Root are host-absolute ("/sys/bus/pci/devices").
 //
-// Reads are bounded: a file larger than the limit, a FIFO or a device node
-// given to ReadFile is an error, never a hang, and directory listings are
-// capped.
+// Confinement is the kernel's: a non-live root holds an fd of its directory
+// and resolves every path with openat2(2) RESOLVE_IN_ROOT (chroot
+// semantics: an absolute link or ".." stops at the root, so a hostile link
+// to "/" or "../../.." stays in it) and RESOLVE_NO_MAGICLINKS, in the same
+// call that opens; a symlink loop is ELOOP. Where openat2 is missing,
+// filepath-securejoin's pathrs-lite does the same in user space. open.go
+// says how and why.
+//
+// Reads are bounded and never open what is not a regular file: a path is
+// opened O_PATH (no driver open, no FIFO wait) and fstat'ed first; only a
+// regular file is reopened for reading, so a FIFO, a socket or a device node
+// given to ReadFile or MapFile is ErrNotRegular, never a hang or a side
+// effect; a file larger than the limit is ErrTooLarge, and directory
+// listings are capped.
 //
 // Device nodes cannot live in git or in an archive unpacked without root, so
 // a tree may carry a device manifest (ManifestPath) describing its /dev
 // nodes. The root consults the manifest only for paths that are not really
 // present: real nodes in DIR/dev are stat'ed as they are.
+//
+// Snapshots (snapshot.go) record what the readers asked about and replay it
+// through the same Root; an archive is a snapshot only if it carries
+// MetaPath. Unpacking (unpack.go) is linear in the archive and bounded in
+// every way a hostile archive could cost (LimitError names the bound); the
+// temporary directories it makes (unpackdir.go) are removed on exit, by
+// RemoveUnpacked on a signal or panic, and by the next run's sweep after a
+// SIGKILL.
 package hostfs

@@ -9,10 +9,10 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
-	securejoin "github.com/cyphar/filepath-securejoin"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,12 +32,20 @@ var ErrNotRegular = errors.New("not a regular file")
 // Root reads a host through a directory. It is safe for concurrent use.
 type Root struct {
 	dir      string // absolute, cleaned; "/" for the live host
+	live     bool   // dir is "/": paths are opened as they are
 	manifest *Manifest
 	limit    int64
 
-	mu   sync.Mutex
-	dirs map[string]string // host dir -> resolved real dir, for non-"/" roots
-	rec  *Recorder
+	// A non-live root resolves every path relative to fd, an O_PATH fd of
+	// dir held for the Root's life (file owns it: the fd is closed when
+	// the Root is unreachable). real is the path the kernel gives that
+	// directory, for mapping resolved files back to host paths.
+	fd   int
+	file *os.File
+	real string
+
+	mu  sync.Mutex
+	rec *Recorder
 
 	covState
 }
@@ -58,14 +66,12 @@ func New(dir string, opts ...Option) (*Root, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := os.Stat(abs)
-	if err != nil {
-		return nil, fmt.Errorf("host root: %w", err)
+	r := &Root{dir: abs, live: abs == "/", limit: DefaultReadLimit, fd: -1}
+	if !r.live {
+		if err := r.openDir(); err != nil {
+			return nil, err
+		}
 	}
-	if !st.IsDir() {
-		return nil, fmt.Errorf("host root %s is not a directory", abs)
-	}
-	r := &Root{dir: abs, limit: DefaultReadLimit, dirs: map[string]string{}}
 	for _, o := range opts {
 		o(r)
 	}
@@ -86,6 +92,26 @@ func New(dir string, opts ...Option) (*Root, error) {
 	return r, nil
 }
 
+// openDir opens the root directory fd and checks, on that fd, that it is a
+// directory.
+func (r *Root) openDir() error {
+	fd, err := unix.Open(r.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err == unix.ENOTDIR {
+		return fmt.Errorf("host root %s is not a directory", r.dir)
+	}
+	if err != nil {
+		return fmt.Errorf("host root: %w", &fs.PathError{Op: "open", Path: r.dir, Err: err})
+	}
+	r.fd, r.file = fd, os.NewFile(uintptr(fd), r.dir)
+	r.real = r.dir
+	if real, err := fdPath(fd); err == nil && strings.HasPrefix(real, "/") {
+		r.real = real
+	} else if real, err := filepath.EvalSymlinks(r.dir); err == nil {
+		r.real = real
+	}
+	return nil
+}
+
 // MustNew is New for tests and built-in scenarios; it panics on error.
 func MustNew(dir string, opts ...Option) *Root {
 	r, err := New(dir, opts...)
@@ -99,85 +125,30 @@ func MustNew(dir string, opts ...Option) *Root {
 func (r *Root) Dir() string { return r.dir }
 
 // IsLive reports whether the root is the running host's "/".
-func (r *Root) IsLive() bool { return r.dir == "/" }
+func (r *Root) IsLive() bool { return r.live }
 
 // Manifest returns the device manifest in use (nil when none).
 func (r *Root) Manifest() *Manifest { return r.manifest }
 
-// check rejects paths that are not clean host-absolute paths.
-func check(p string) error {
+// clean checks that p is host-absolute and cleans it.
+func clean(p string) (string, error) {
 	if !strings.HasPrefix(p, "/") {
-		return fmt.Errorf("host path %q is not absolute", p)
+		return "", fmt.Errorf("host path %q is not absolute", p)
 	}
-	return nil
-}
-
-// resolveDir maps a host directory to a real directory under the root,
-// resolving symlinks inside the root. Results are cached: sysfs readers
-// read many files from the same directory.
-func (r *Root) resolveDir(hostDir string) (string, error) {
-	if r.dir == "/" {
-		return hostDir, nil
-	}
-	r.mu.Lock()
-	d, ok := r.dirs[hostDir]
-	r.mu.Unlock()
-	if ok {
-		return d, nil
-	}
-	d, err := securejoin.SecureJoin(r.dir, hostDir)
-	if err != nil {
-		return "", err
-	}
-	r.mu.Lock()
-	r.dirs[hostDir] = d
-	r.mu.Unlock()
-	return d, nil
-}
-
-// realPath maps a host path to a path under the root directory. With
-// follow, a symlink in the last component is resolved inside the root too.
-func (r *Root) realPath(p string, follow bool) (string, error) {
-	if err := check(p); err != nil {
-		return "", err
-	}
-	p = path.Clean(p)
-	if r.dir == "/" {
-		return p, nil
-	}
-	if p == "/" {
-		return r.dir, nil
-	}
-	d, err := r.resolveDir(path.Dir(p))
-	if err != nil {
-		return "", err
-	}
-	full := filepath.Join(d, path.Base(p))
-	if !follow {
-		return full, nil
-	}
-	fi, err := os.Lstat(full)
-	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
-		return full, nil
-	}
-	// Resolve the last link relative to where it really lives.
-	rel, err := filepath.Rel(r.dir, full)
-	if err != nil {
-		return "", err
-	}
-	return securejoin.SecureJoin(r.dir, "/"+rel)
+	return path.Clean(p), nil
 }
 
 // HostPath maps a real path under the root back to a host path.
 func (r *Root) HostPath(real string) string {
-	if r.dir == "/" {
+	if r.live {
 		return real
 	}
-	rel, err := filepath.Rel(r.dir, real)
-	if err != nil || strings.HasPrefix(rel, "..") {
-		return real
+	for _, d := range []string{r.real, r.dir} {
+		if hp, ok := realPrefix(d, real); ok {
+			return hp
+		}
 	}
-	return "/" + filepath.ToSlash(rel)
+	return real
 }
 
 // ReadFile reads a regular file, at most the root's read limit.
@@ -186,59 +157,43 @@ func (r *Root) ReadFile(p string) ([]byte, error) {
 }
 
 // ReadFileLimit reads a regular file of at most limit bytes. A FIFO, a
-// socket or a device is ErrNotRegular and a larger file ErrTooLarge; neither
-// blocks. Errors are wrapped with the host path.
+// socket or a device is ErrNotRegular and a larger file ErrTooLarge;
+// neither is opened for reading, so neither blocks nor runs a driver's
+// open. Errors are wrapped with the host path.
 func (r *Root) ReadFileLimit(p string, limit int64) ([]byte, error) {
 	b, err := r.readFile(p, limit)
 	r.record(p, recFile)
 	if err != nil {
-		return nil, &fs.PathError{Op: "read", Path: p, Err: err}
+		return nil, &fs.PathError{Op: "read", Path: p, Err: unwrapPathErr(err)}
 	}
 	return b, nil
 }
 
 func (r *Root) readFile(p string, limit int64) ([]byte, error) {
-	// Most files are not links: open without following the last component
-	// and resolve it inside the root only when the kernel says it is one
-	// (ELOOP from O_NOFOLLOW), saving an lstat per read.
-	real, err := r.realPath(p, false)
+	p, err := clean(p)
 	if err != nil {
-		return nil, unwrapPathErr(err)
+		return nil, err
 	}
-	// O_NONBLOCK: opening a FIFO must not wait for a writer.
-	const flags = unix.O_RDONLY | unix.O_NONBLOCK | unix.O_CLOEXEC | unix.O_NOCTTY
-	nofollow := 0
-	if r.dir != "/" {
-		nofollow = unix.O_NOFOLLOW
-	}
-	fd, err := unix.Open(real, flags|nofollow, 0)
-	if err == unix.ELOOP && nofollow != 0 {
-		if real, err = r.realPath(p, true); err != nil {
-			return nil, unwrapPathErr(err)
-		}
-		fd, err = unix.Open(real, flags|unix.O_NOFOLLOW, 0)
-	}
+	fd, st, err := r.openRegular(p)
 	if err != nil {
 		return nil, err
 	}
 	// Raw reads on the fd: os.NewFile would try to register a non-blocking
 	// fd with the poller, a wasted syscall per sysfs attribute.
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, err
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, ErrNotRegular
-	}
+	return readFD(fd, st.Size, limit)
+}
+
+// readFD reads fd to EOF, at most limit bytes; size is what fstat said.
+func readFD(fd int, size, limit int64) ([]byte, error) {
 	// sysfs reports 4096 and procfs 0 whatever the content: read until EOF
 	// and never trust the size, but use it to size the buffer (pci.ids is
 	// 1.4 MB: growing a buffer to that costs more than reading it).
-	size := int64(512)
-	if st.Size > 0 && st.Size < limit {
-		size = st.Size + 1
+	n := int64(512)
+	if size > 0 && size < limit {
+		n = size + 1
 	}
-	b, err := readAllLimit(fdReader(fd), size, limit+1)
+	b, err := readAllLimit(fdReader(fd), n, limit+1)
 	if err != nil {
 		return nil, err
 	}
@@ -269,57 +224,66 @@ func (r *Root) ReadString(p string) (string, error) {
 // Readlink returns the target of a symlink as written. A manifest symlink
 // answers when the path is not really present.
 func (r *Root) Readlink(p string) (string, error) {
-	real, err := r.realPath(p, false)
+	cp, err := clean(p)
 	if err != nil {
-		return "", &fs.PathError{Op: "readlink", Path: p, Err: unwrapPathErr(err)}
+		return "", pathErr("readlink", p, err)
 	}
-	t, err := os.Readlink(real)
+	t, err := r.readlinkRaw(cp)
 	if err == nil {
 		r.record(p, recLink)
 		return t, nil
 	}
 	if errors.Is(err, fs.ErrNotExist) {
-		if n, ok := r.manifest.Lookup(path.Clean(p)); ok && n.Type == TypeSymlink {
+		if n, ok := r.manifest.Lookup(cp); ok && n.Type == TypeSymlink {
 			return n.Target, nil
 		}
 	}
 	r.record(p, recMissing)
-	return "", &fs.PathError{Op: "readlink", Path: p, Err: unwrapPathErr(err)}
+	return "", pathErr("readlink", p, err)
 }
 
 // Resolve returns the host path p points at after resolving every symlink
 // inside the root. sysfs readers use it to walk from
 // /sys/bus/pci/devices/BDF to the device's place under /sys/devices.
 func (r *Root) Resolve(p string) (string, error) {
-	if err := check(p); err != nil {
+	cp, err := clean(p)
+	if err != nil {
 		return "", err
 	}
 	r.recordChain(p)
-	if r.dir == "/" {
-		s, err := filepath.EvalSymlinks(p)
-		if err != nil {
-			return "", err
-		}
-		return s, nil
+	if r.live {
+		return filepath.EvalSymlinks(cp)
 	}
-	real, err := securejoin.SecureJoin(r.dir, p)
+	// The kernel resolves (inside the root) and names what it found.
+	fd, err := r.open(cp, unix.O_PATH)
 	if err != nil {
-		return "", &fs.PathError{Op: "resolve", Path: p, Err: unwrapPathErr(err)}
+		return "", pathErr("resolve", p, err)
 	}
-	if _, err := os.Lstat(real); err != nil {
-		return "", &fs.PathError{Op: "resolve", Path: p, Err: unwrapPathErr(err)}
+	defer unix.Close(fd)
+	real, err := fdPath(fd)
+	if err != nil {
+		return "", pathErr("resolve", p, err)
 	}
-	return r.HostPath(real), nil
+	hp, ok := realPrefix(r.real, real)
+	if !ok {
+		// Only a root directory moved or unmounted under us gets here.
+		return "", pathErr("resolve", p, fmt.Errorf("resolved to %s, outside the root %s", real, r.real))
+	}
+	return hp, nil
 }
 
 // ReadDir lists the names in a directory, sorted. Entries of the device
 // manifest under the same host path are merged in.
 func (r *Root) ReadDir(p string) ([]string, error) {
-	names, err := r.readDir(p)
+	cp, err := clean(p)
+	if err != nil {
+		return nil, pathErr("readdir", p, err)
+	}
+	names, err := r.readDir(cp)
 	r.record(p, recDir)
-	extra := r.manifest.Children(path.Clean(p))
+	extra := r.manifest.Children(cp)
 	if err != nil && !(errors.Is(err, fs.ErrNotExist) && len(extra) > 0) {
-		return nil, &fs.PathError{Op: "readdir", Path: p, Err: unwrapPathErr(err)}
+		return nil, pathErr("readdir", p, err)
 	}
 	if len(extra) > 0 {
 		seen := make(map[string]bool, len(names))
@@ -336,37 +300,27 @@ func (r *Root) ReadDir(p string) ([]string, error) {
 	return names, nil
 }
 
+// readDir lists the clean host directory p. O_DIRECTORY: a FIFO or a
+// device where a directory was expected is ENOTDIR, never opened.
 func (r *Root) readDir(p string) ([]string, error) {
-	real, err := r.realPath(p, true)
+	fd, err := r.open(p, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(real)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	names, err := f.Readdirnames(maxDirEntries + 1)
-	if err != nil && err != io.EOF {
-		return nil, err
-	}
-	if len(names) > maxDirEntries {
-		return nil, fmt.Errorf("more than %d entries", maxDirEntries)
-	}
-	sort.Strings(names)
-	return names, nil
+	defer unix.Close(fd)
+	return readDirNames(fd)
 }
 
 // Lstat describes p without following a final symlink. A path not really
 // present is looked up in the device manifest.
 func (r *Root) Lstat(p string) (Node, error) {
-	p = path.Clean(p)
-	real, err := r.realPath(p, false)
+	cp, err := clean(p)
 	if err != nil {
-		return Node{}, &fs.PathError{Op: "lstat", Path: p, Err: unwrapPathErr(err)}
+		return Node{}, pathErr("lstat", p, err)
 	}
-	var st unix.Stat_t
-	if err := unix.Lstat(real, &st); err != nil {
+	p = cp
+	st, target, err := r.lstatRaw(p)
+	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
 			if n, ok := r.manifest.Lookup(p); ok {
 				r.recordNode(n)
@@ -374,12 +328,10 @@ func (r *Root) Lstat(p string) (Node, error) {
 			}
 		}
 		r.record(p, recMissing)
-		return Node{}, &fs.PathError{Op: "lstat", Path: p, Err: err}
+		return Node{}, pathErr("lstat", p, err)
 	}
 	n := nodeFromStat(p, &st)
-	if n.Type == TypeSymlink {
-		n.Target, _ = os.Readlink(real)
-	}
+	n.Target = target
 	r.recordNode(n)
 	return n, nil
 }
@@ -445,18 +397,24 @@ func (r *Root) Exists(p string) bool {
 	if _, err := r.Stat(p); err == nil {
 		return true
 	}
-	real, err := r.realPath(p, true)
+	// The kernel's resolution may find what the lexical walk of Stat does
+	// not ("a/link/../b").
+	cp, err := clean(p)
 	if err != nil {
 		return false
 	}
-	_, err = os.Stat(real)
-	return err == nil
+	fd, err := r.open(cp, unix.O_PATH)
+	if err != nil {
+		return false
+	}
+	unix.Close(fd)
+	return true
 }
 
 // Glob returns the host paths matching pattern (path.Match syntax, one
 // directory level of wildcards per component), sorted.
 func (r *Root) Glob(pattern string) ([]string, error) {
-	if err := check(pattern); err != nil {
+	if _, err := clean(pattern); err != nil {
 		return nil, err
 	}
 	parts := strings.Split(strings.TrimPrefix(path.Clean(pattern), "/"), "/")
@@ -541,32 +499,29 @@ func (r fdReader) Read(p []byte) (int, error) {
 // files (pci.ids: 1.4 MB) are read this way: no copy and no zeroed buffer,
 // only page-cache pages. The bytes must not be used after unmap, nor kept:
 // copy what is needed. A file whose size the kernel does not report (procfs,
-// sysfs) is read with ReadFileLimit instead. A file truncated while mapped
-// faults on access: callers parse under debug.SetPanicOnFault.
+// sysfs) is read instead. A file truncated while mapped faults on access:
+// callers parse under debug.SetPanicOnFault. Like ReadFile, it opens
+// nothing but a regular file.
 func (r *Root) MapFile(p string, limit int64) (b []byte, unmap func(), err error) {
 	r.record(p, recFile)
-	real, err := r.realPath(p, true)
+	cp, err := clean(p)
 	if err != nil {
-		return nil, nil, &fs.PathError{Op: "read", Path: p, Err: unwrapPathErr(err)}
+		return nil, nil, pathErr("read", p, err)
 	}
-	fd, err := unix.Open(real, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	fd, st, err := r.openRegular(cp)
 	if err != nil {
-		return nil, nil, &fs.PathError{Op: "read", Path: p, Err: err}
+		return nil, nil, pathErr("read", p, err)
 	}
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, nil, &fs.PathError{Op: "read", Path: p, Err: err}
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, nil, &fs.PathError{Op: "read", Path: p, Err: ErrNotRegular}
-	}
 	if st.Size > limit {
-		return nil, nil, &fs.PathError{Op: "read", Path: p, Err: fmt.Errorf("%w (%d bytes)", ErrTooLarge, limit)}
+		return nil, nil, pathErr("read", p, fmt.Errorf("%w (%d bytes)", ErrTooLarge, limit))
 	}
 	if st.Size == 0 {
-		b, err := r.ReadFileLimit(p, limit)
-		return b, func() {}, err
+		b, err := readFD(fd, 0, limit)
+		if err != nil {
+			return nil, nil, pathErr("read", p, err)
+		}
+		return b, func() {}, nil
 	}
 	m, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
@@ -583,23 +538,30 @@ func (r *Root) MapFile(p string, limit int64) (b []byte, unmap func(), err error
 // A snapshot records what the kernel showed under the /proc/PID/root path
 // itself (in its manifest), never the magic link, so a replay answers the
 // same.
+//
+// That magic link is the one this package follows on purpose, and it is
+// safe: the /proc directory is opened inside the root and checked, on the
+// fd, to be a procfs (fstatfs: PROC_SUPER_MAGIC), so a tree cannot plant a
+// link of its own there; "PID" is a number we format, opened with
+// O_NOFOLLOW, and "root" in a procfs is the kernel's own link to the
+// process's root directory (fs/proc/base.c proc_root_link), chosen by the
+// kernel, not by anything the tree holds. From that directory, p is
+// resolved with RESOLVE_IN_ROOT, as the process itself would resolve it
+// (its absolute links stay in its root), and never through another magic
+// link. The kernel checks that we may look (ptrace_may_access, read mode).
 func (r *Root) StatInProcess(pid int, p string) (Node, error) {
-	hp := fmt.Sprintf("/proc/%d/root%s", pid, path.Clean("/"+p))
-	real := ""
-	if r.dir == "/" {
-		real = hp
-	} else {
-		var sfs unix.Statfs_t
-		procDir, err := r.resolveDir("/proc")
-		if err == nil && unix.Statfs(procDir, &sfs) == nil && sfs.Type == unix.PROC_SUPER_MAGIC {
-			real = filepath.Join(procDir, fmt.Sprint(pid), "root", path.Clean("/"+p))
+	p = path.Clean("/" + p)
+	hp := fmt.Sprintf("/proc/%d/root%s", pid, p)
+	procfd, err := r.open("/proc", unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil || !isProcfs(procfd) {
+		if err == nil {
+			unix.Close(procfd)
 		}
-	}
-	if real == "" {
 		return r.Stat(hp)
 	}
-	var st unix.Stat_t
-	if err := unix.Stat(real, &st); err != nil {
+	st, err := statInProcess(procfd, pid, p)
+	unix.Close(procfd)
+	if err != nil {
 		return Node{}, &fs.PathError{Op: "stat", Path: hp, Err: err}
 	}
 	n := nodeFromStat(hp, &st)
@@ -607,4 +569,47 @@ func (r *Root) StatInProcess(pid int, p string) (Node, error) {
 		r.recordNode(n)
 	}
 	return n, nil
+}
+
+func isProcfs(fd int) bool {
+	var sfs unix.Statfs_t
+	return unix.Fstatfs(fd, &sfs) == nil && sfs.Type == unix.PROC_SUPER_MAGIC
+}
+
+// statInProcess stats p inside the root of process pid, from a verified
+// procfs fd.
+func statInProcess(procfd, pid int, p string) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	pidfd, err := unix.Openat(procfd, strconv.Itoa(pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return st, err
+	}
+	defer unix.Close(pidfd)
+	if !isProcfs(pidfd) {
+		return st, fmt.Errorf("/proc/%d is not procfs", pid)
+	}
+	rootfd, err := unix.Openat(pidfd, "root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return st, err
+	}
+	defer unix.Close(rootfd)
+	var fd int
+	if noOpenat2 || !openat2Works() {
+		// pathrs-lite takes an *os.File; give it its own copy of the fd.
+		dfd, derr := unix.FcntlInt(uintptr(rootfd), unix.F_DUPFD_CLOEXEC, 0)
+		if derr != nil {
+			return st, derr
+		}
+		f := os.NewFile(uintptr(dfd), "root")
+		fd, err = openInRootFallback(f, relPath(p), unix.O_PATH|unix.O_CLOEXEC)
+		f.Close()
+	} else {
+		fd, err = openat2In(rootfd, relPath(p), unix.O_PATH|unix.O_CLOEXEC, nil)
+	}
+	if err != nil {
+		return st, err
+	}
+	defer unix.Close(fd)
+	err = unix.Fstat(fd, &st)
+	return st, err
 }

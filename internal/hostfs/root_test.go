@@ -310,21 +310,6 @@ func TestUnpackRejectsEscapes(t *testing.T) {
 	}
 }
 
-func FuzzUnpackSnapshot(f *testing.F) {
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	tw.WriteHeader(&tar.Header{Name: "sys/x", Typeflag: tar.TypeReg, Size: 1, Mode: 0o644})
-	tw.Write([]byte("1"))
-	tw.Close()
-	gz.Close()
-	f.Add(buf.Bytes())
-	f.Fuzz(func(t *testing.T, b []byte) {
-		dir := t.TempDir()
-		_ = UnpackSnapshot(bytes.NewReader(b), dir)
-	})
-}
-
 func BenchmarkReadAttr(b *testing.B) {
 	dir := b.TempDir()
 	for i := 0; i < 8; i++ {
@@ -338,5 +323,37 @@ func BenchmarkReadAttr(b *testing.B) {
 		if _, err := r.ReadString("/sys/devices/pci0000:00/0000:00:03.0/vendor"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkReadFile reads one small attribute file: in a tree (openat2
+// inside the root, fstat of the O_PATH fd, reopen through /proc/self/fd),
+// on the live root by the same file's host path, and a real sysfs
+// attribute of the live host.
+func BenchmarkReadFile(b *testing.B) {
+	dir := b.TempDir()
+	const rel = "sys/devices/pci0000:00/0000:00:03.0/vendor"
+	if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(rel)), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, rel), []byte("0x10de\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		root *Root
+		path string
+	}{
+		{"tree", MustNew(dir), "/" + rel},
+		{"live", MustNew("/"), filepath.Join(dir, rel)},
+		{"live-sysfs", MustNew("/"), "/sys/devices/system/cpu/online"},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := c.root.ReadFile(c.path); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
