@@ -56,9 +56,9 @@ func TestDiagnosisWritesNothing(t *testing.T) {
 
 var (
 	straceLine = regexp.MustCompile(`^\d+ +([a-z0-9_]+)\((.*)\) += (-?\d+|\?)`)
-	quoted     = regexp.MustCompile(`"((?:[^"\\]|\\.)*)"`)
 	fdPath     = regexp.MustCompile(`^-?\d+<([^>]*)>`)
-	atDir      = regexp.MustCompile(`^(?:AT_FDCWD|-?\d+)<([^>]*)>`)
+	// A string argument, with the directory fd before it when there is one.
+	pathArg = regexp.MustCompile(`(?:(?:AT_FDCWD|-?\d+)<([^>]*)>, )?"((?:[^"\\]|\\.)*)"`)
 )
 
 // Path-taking calls that change the file system.
@@ -75,16 +75,18 @@ var changesFS = map[string]bool{
 // number of write calls seen (to stdout, stderr, tmp: proof of tracing).
 func judgeTrace(trace, tmp string) (bad []string, writes int) {
 	inTmp := func(p string) bool { return p == tmp || strings.HasPrefix(p, tmp+"/") }
-	// A relative path of an *at call is relative to its directory fd,
-	// which strace -y shows as fd<path> (AT_FDCWD<cwd> included).
-	abs := func(args, p string) string {
-		if strings.HasPrefix(p, "/") {
-			return p
+	// A relative path of an *at call is relative to the directory fd
+	// just before it, which strace -y shows as fd<path> (AT_FDCWD<cwd>).
+	paths := func(args string) []string {
+		var out []string
+		for _, m := range pathArg.FindAllStringSubmatch(args, -1) {
+			p := m[2]
+			if !strings.HasPrefix(p, "/") && m[1] != "" {
+				p = filepath.Join(m[1], p)
+			}
+			out = append(out, p)
 		}
-		if d := atDir.FindStringSubmatch(args); d != nil {
-			return filepath.Join(d[1], p)
-		}
-		return p
+		return out
 	}
 	for _, line := range strings.Split(trace, "\n") {
 		m := straceLine.FindStringSubmatch(line)
@@ -101,17 +103,17 @@ func judgeTrace(trace, tmp string) (bad []string, writes int) {
 			}
 		case call == "open" || call == "openat" || call == "openat2":
 			if regexp.MustCompile(`O_WRONLY|O_RDWR|O_CREAT|O_TRUNC|O_APPEND`).MatchString(args) {
-				if q := quoted.FindStringSubmatch(args); q == nil || !inTmp(abs(args, q[1])) {
+				if ps := paths(args); len(ps) == 0 || !inTmp(ps[0]) {
 					bad = append(bad, line)
 				}
 			}
 		case changesFS[call]:
-			qs := quoted.FindAllStringSubmatch(args, -1)
-			if strings.HasPrefix(call, "symlink") && len(qs) > 0 {
-				qs = qs[1:] // the first string is the link's content, not a path written
+			ps := paths(args)
+			if strings.HasPrefix(call, "symlink") && len(ps) > 0 {
+				ps = ps[1:] // the first string is the link's content, not a path written
 			}
-			for _, q := range qs {
-				if !inTmp(abs(args, q[1])) {
+			for _, p := range ps {
+				if !inTmp(p) {
 					bad = append(bad, line)
 					break
 				}
@@ -140,11 +142,13 @@ func TestJudgeTrace(t *testing.T) {
 1 symlinkat("/etc", AT_FDCWD</>, "/t/l") = 0
 1 unlinkat(5</t/d>, "f", 0) = 0
 1 unlinkat(5</etc>, "passwd", 0) = 0
+1 symlinkat("/etc/x", 9</t/d>, "l") = 0
+1 symlinkat("/t/x", 9</etc>, "l") = 0
 1 bpf(BPF_PROG_LOAD, {prog_type=BPF_PROG_TYPE_CGROUP_DEVICE}, 148) = 5
 1 bpf(BPF_PROG_QUERY, {query={target_fd=3}}, 40) = 0
 `
 	bad, writes := judgeTrace(trace, "/t")
-	if writes != 3 || len(bad) != 5 {
+	if writes != 3 || len(bad) != 6 {
 		t.Errorf("writes %d, bad %d:\n%s", writes, len(bad), strings.Join(bad, "\n"))
 	}
 }

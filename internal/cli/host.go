@@ -49,9 +49,9 @@ func (g *globals) openHost(snapshot string) (root *hostfs.Root, source string, c
 	return root, src, cleanup, nil
 }
 
-// removeUnpacked removes snapshot directories still being unpacked when a
-// signal ends the process.
-var removeUnpacked = func() {}
+// removeUnpacked removes every snapshot directory of this process,
+// including one still being unpacked when a signal ends the process.
+func removeUnpacked() { hostfs.RemoveUnpacked() }
 
 // snapshotName is what a report calls the root of a snapshot: the archive,
 // not the temporary directory it was unpacked to ("" for a --root).

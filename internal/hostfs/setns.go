@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
-	"path/filepath"
 	"runtime"
 
 	"golang.org/x/sys/unix"
@@ -18,15 +17,15 @@ var ErrNoLiveProc = errors.New("the root's /proc is not a live procfs")
 // LiveProc reports whether the root's /proc is a running kernel's procfs:
 // always on the live host, and under a host mounted at /host in a pod.
 func (r *Root) LiveProc() bool {
-	if r.dir == "/" {
+	if r.live {
 		return true
 	}
-	d, err := r.resolveDir("/proc")
+	fd, err := r.open("/proc", unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		return false
 	}
-	var st unix.Statfs_t
-	return unix.Statfs(d, &st) == nil && st.Type == unix.PROC_SUPER_MAGIC
+	defer unix.Close(fd)
+	return isProcfs(fd)
 }
 
 // InNamespace runs fn on an OS thread of its own that has joined the
@@ -43,20 +42,26 @@ func (r *Root) LiveProc() bool {
 // kernel/cgroup/namespace.c); opening the ns file needs ptrace read access
 // to its process (proc_ns_get_link, fs/proc/namespaces.c).
 func (r *Root) InNamespace(nsPath string, nsType int, fn func() error) error {
-	if err := check(nsPath); err != nil {
+	nsPath, err := clean(nsPath)
+	if err != nil {
 		return err
 	}
-	nsPath = path.Clean(nsPath)
 	if !r.LiveProc() {
 		return &fs.PathError{Op: "setns", Path: nsPath, Err: ErrNoLiveProc}
 	}
-	dir, err := r.resolveDir(path.Dir(nsPath))
+	// The directory (/proc/PID/ns) is resolved inside the root and checked
+	// to be procfs on its fd; the last component is procfs's own magic
+	// link into nsfs, which must be followed (the one link followed here,
+	// chosen by the kernel, not by the tree).
+	dfd, err := r.open(path.Dir(nsPath), unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
-		return &fs.PathError{Op: "open", Path: nsPath, Err: unwrapPathErr(err)}
+		return &fs.PathError{Op: "open", Path: nsPath, Err: err}
 	}
-	// The last component is a procfs magic link into nsfs: it must be
-	// followed, and its directory was resolved inside the root.
-	fd, err := unix.Open(filepath.Join(dir, path.Base(nsPath)), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
+	defer unix.Close(dfd)
+	if !isProcfs(dfd) {
+		return &fs.PathError{Op: "setns", Path: nsPath, Err: ErrNoLiveProc}
+	}
+	fd, err := unix.Openat(dfd, path.Base(nsPath), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return &fs.PathError{Op: "open", Path: nsPath, Err: err}
 	}
