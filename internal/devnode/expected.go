@@ -197,13 +197,13 @@ func (x *Expectation) nvidia(root *hostfs.Root, d Device, add addFn, fail failFn
 	nvidiaGPUNode(root, d, add, fail)
 	add(d.Address, ExpectedNode{
 		Path: "/dev/nvidiactl", Kind: KindNVIDIACtl, Shared: true,
-		Major: NVIDIAMajor, Minor: NVIDIACtlMinor, DevKnown: true, DevSource: "fixed by the driver (195:255)",
+		Major: NVIDIAMajor, Minor: NVIDIACtlMinor, DevKnown: true, DevSource: "fixed by the driver",
 		Required: true,
 		Why:      "the control node every NVIDIA user-space library opens first; without it no GPU is usable",
 	})
 	add(d.Address, ExpectedNode{
 		Path: "/dev/nvidia-modeset", Kind: KindNVIDIAModeset, Shared: true,
-		Major: NVIDIAMajor, Minor: NVIDIAModesetMinor, DevKnown: true, DevSource: "fixed by the driver (195:254)",
+		Major: NVIDIAMajor, Minor: NVIDIAModesetMinor, DevKnown: true, DevSource: "fixed by the driver",
 		Why: "used by display and Vulkan/GL (nvidia-modeset); compute does not need it",
 	})
 	x.nvidiaUVM(d, add)
@@ -348,7 +348,7 @@ func (x *Expectation) kfd(root *hostfs.Root, d Device, add addFn) {
 func (x *Expectation) vfio(root *hostfs.Root, d Device, sys string, add addFn, fail failFn) {
 	c := ExpectedNode{
 		Path: "/dev/vfio/vfio", Kind: KindVFIOContainer, Shared: true, Required: true,
-		Major: MiscMajor, Minor: VFIOContainerMinor, DevKnown: true, DevSource: "fixed misc minor 10:196",
+		Major: MiscMajor, Minor: VFIOContainerMinor, DevKnown: true, DevSource: "the fixed misc minor of VFIO",
 		Why: "the VFIO container node every VFIO user (QEMU, DPDK, KubeVirt) opens first",
 	}
 	if maj, min, src, ok := sysfsDev(root, sysClassMiscVFIODev); ok {

@@ -77,6 +77,10 @@ type Device struct {
 	NUMANode   *int
 	IOMMUGroup *int   // from the iommu_group link; nil when absent (no IOMMU)
 	LocalCPUs  string // local_cpulist as read; "" when absent
+	// LocalCPUMask is local_cpus as read (a hex mask), read only when
+	// local_cpulist is absent (captures that keep only the mask); "" then
+	// when absent too.
+	LocalCPUMask string
 
 	// SR-IOV (drivers/pci/iov.c): TotalVFs/NumVFs are present on a PF
 	// with the capability; VFs lists its enabled virtual functions and
@@ -386,7 +390,41 @@ func (r *devReader) readLocality() {
 	r.d.NUMANode = r.dec("numa_node", -1, 1<<16)
 	if s, ok := r.read("local_cpulist", false); ok {
 		r.d.LocalCPUs = s
+	} else if s, ok := r.read("local_cpus", false); ok {
+		r.d.LocalCPUMask = s
 	}
+}
+
+// LocalCPUList returns the device's local CPUs, from local_cpulist or
+// local_cpus; ok is false when neither was read. Both print
+// cpumask_of_node(dev_to_node(dev)) (drivers/pci/pci-sysfs.c,
+// local_cpus_show/local_cpulist_show): the CPUs of the device's node, or
+// every online CPU when it has none.
+func (d *Device) LocalCPUList() (cpus []int, ok bool, err error) {
+	switch {
+	case d.LocalCPUs != "":
+		cpus, err = ParseList(d.LocalCPUs)
+	case d.LocalCPUMask != "":
+		cpus, err = ParseMask(d.LocalCPUMask)
+	default:
+		return nil, false, nil
+	}
+	return cpus, err == nil, err
+}
+
+// NodeCPUs returns the CPUs of NUMA node n, from
+// /sys/devices/system/node/node<n>/cpulist (drivers/base/node.c).
+func NodeCPUs(root *hostfs.Root, n int) ([]int, error) {
+	p := fmt.Sprintf("/sys/devices/system/node/node%d/cpulist", n)
+	s, err := root.ReadString(p)
+	if err != nil {
+		return nil, err
+	}
+	cpus, err := ParseList(s)
+	if err != nil {
+		return nil, fmt.Errorf("parse %s: %w", p, err)
+	}
+	return cpus, nil
 }
 
 // linkBase returns the last path element of a symlink attribute, "" when
