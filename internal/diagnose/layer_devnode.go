@@ -445,8 +445,11 @@ func (e *Env) checkDevicesWithoutNodes(out *Out, x *devnode.Expectation) {
 			out.NotRun(CodeDevnodeUnknown, bdf, "some device nodes of this device could not be determined", strings.Join(errs, "; "))
 		case !x.Covered[bdf]:
 			drv := e.Binding(d).Driver
-			out.NotRun(CodeDevnodeNoneExpected, bdf, "no device node known for driver "+orUnknown(drv),
-				"the driver registered no DRM, accel, video4linux, KFD or VFIO node for it, and it is not an NVIDIA GPU",
+			why := "no DRM, accel, video4linux, KFD or VFIO node is registered for it under " + d.Path + " or /sys/class, and it is not an NVIDIA GPU"
+			if !e.Root.IsLive() {
+				why += " (a capture may not have kept them)"
+			}
+			out.NotRun(CodeDevnodeNoneExpected, bdf, "no device node known for driver "+orUnknown(drv), why,
 				Ev(d.Path, "driver "+orUnknown(drv)))
 		}
 	}

@@ -249,11 +249,21 @@ func checkPCIInventory(e *Env, out *Out) {
 		out.Add(CodePCIAccelPresent, report.Pass, d.Address.String(), kind+": "+desc, deviceEvidence(e, inv, d)...)
 		rd := report.Device{
 			ID: d.Address.String(), Kind: kind, Vendor: vendorLabel(d), Name: deviceLabel(d),
-			Driver: e.Binding(d).Driver, Description: desc,
+			Driver: reportDriver(e.Binding(d)), Description: desc,
 		}
 		rd.NUMANode = e.reportNUMA(d)
 		e.AddDevice(rd)
 	}
+}
+
+// reportDriver is the report's driver of a device: its name, "" when it
+// is unbound, and "unknown" when a driver may be bound but no source names
+// it (the report would otherwise say "no driver" of a device that has one).
+func reportDriver(b driver.Binding) string {
+	if b.Driver == "" && b.State != driver.Unbound {
+		return "unknown"
+	}
+	return b.Driver
 }
 
 func devicesNotFound(e *Env, inv *pci.Inventory, out *Out) {
