@@ -28,11 +28,13 @@ func TestScanAttrProblems(t *testing.T) {
 		}
 		return m
 	}
-	tr.dev(base+"0000:00:01.0", gpu)                                                      // numa_node absent
-	tr.dev(base+"0000:00:02.0", with(map[string]string{"numa_node": "zero"}))             // malformed
-	tr.dev(base+"0000:00:03.0", with(map[string]string{"driver": "->driver"}))            // self loop
-	tr.dev(base+"0000:00:04.0", with(map[string]string{"driver": "->vendor"}))            // a file
-	tr.dev(base+"0000:00:05.0", with(map[string]string{"driver": "->../../gone/nvidia"})) // dangling: keeps its name
+	tr.dev(base+"0000:00:01.0", gpu)                                                                                        // numa_node absent
+	tr.dev(base+"0000:00:02.0", with(map[string]string{"numa_node": "zero"}))                                               // malformed
+	tr.dev(base+"0000:00:03.0", with(map[string]string{"driver": "->driver"}))                                              // self loop
+	tr.dev(base+"0000:00:04.0", with(map[string]string{"driver": "->vendor"}))                                              // a file
+	tr.dev(base+"0000:00:05.0", with(map[string]string{"driver": "->../../../bus/pci/drivers/nvidia"}))                     // dangling into the drivers dir: keeps its name
+	tr.dev(base+"0000:00:08.0", with(map[string]string{"driver": "->../../../sys/devices/pci0000:00/0000:00:08.0/driver"})) // dangling elsewhere
+	tr.dev(base+"0000:00:09.0", with(map[string]string{"driver": "->../0000:00:01.0"}))                                     // a device, not a driver
 	tr.dev(base+"0000:00:06.0", with(map[string]string{"class": "0xzz"}))
 	tr.dev(base+"0000:00:07.0", gpu)
 	if err := unix.Mkfifo(filepath.Join(tr.dir, "sys/devices", base+"0000:00:07.0", "numa_node"), 0o644); err != nil {
@@ -63,6 +65,11 @@ func TestScanAttrProblems(t *testing.T) {
 	}
 	if d := dev("0000:00:05.0"); d.Driver != "nvidia" || len(d.Errors) != 0 {
 		t.Errorf("dangling driver link: %q %v", d.Driver, d.Errors)
+	}
+	for _, a := range []string{"0000:00:08.0", "0000:00:09.0"} {
+		if d := dev(a); d.Driver != "" || d.AttrErr("driver") == nil || d.AttrErr("driver").Problem != Malformed {
+			t.Errorf("%s: driver link that leads to no driver: %q %v", a, d.Driver, d.Errors)
+		}
 	}
 	// A garbage class keeps the GPU an accelerator only with other
 	// evidence; here there is none (no driver, NVIDIA also makes bridges).

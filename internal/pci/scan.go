@@ -448,25 +448,43 @@ func (r *devReader) linkBase(name string) string {
 	return b
 }
 
-// readDriver reads the driver link. The driver core links it to the
-// driver's directory under /sys/bus/pci/drivers (drivers/base/bus.c,
-// driver_sysfs_add), so a link that loops or leads to something other
-// than a directory is not a driver: its name would be a guess. A dangling
-// link keeps its name: captures keep links without their targets.
+// DriversDir holds the PCI drivers; a function's driver link leads to one
+// of its entries (drivers/base/bus.c, driver_sysfs_add links the device to
+// its driver's kobject, /sys/bus/pci/drivers/<name>).
+const DriversDir = "/sys/bus/pci/drivers"
+
+// readDriver reads the driver link. A link that loops, or that leads
+// anywhere but a directory in DriversDir, is not a driver: its basename
+// would be a guess. A dangling link into DriversDir keeps its name:
+// captures keep links without their targets.
 func (r *devReader) readDriver() {
 	name := r.linkBase("driver")
 	if name == "" {
 		return
 	}
-	st, err := r.root.Stat(r.d.AttrPath("driver"))
+	p := r.d.AttrPath("driver")
+	st, err := r.root.Stat(p)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		t, _ := r.root.Readlink(p)
+		if !path.IsAbs(t) {
+			t = path.Join(path.Dir(p), t)
+		}
+		if path.Dir(path.Clean(t)) != DriversDir {
+			r.fail("driver", Malformed, fmt.Errorf("the link dangles at %s, not at a driver in %s", t, DriversDir))
+			return
+		}
 	case err != nil:
 		r.fail("driver", Unreadable, err)
 		return
 	case st.Type != hostfs.TypeDir:
 		r.fail("driver", Malformed, fmt.Errorf("the link leads to a %s, not a driver directory", st.Type))
 		return
+	default:
+		if t, err := r.root.Resolve(p); err == nil && path.Dir(t) != DriversDir {
+			r.fail("driver", Malformed, fmt.Errorf("the link leads to %s, not to a driver in %s", t, DriversDir))
+			return
+		}
 	}
 	r.d.Driver = name
 }
