@@ -2,7 +2,9 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 
@@ -37,6 +39,13 @@ type pciRow struct {
 	TotalVFs        *int     `json:"sriov_totalvfs,omitempty"`
 	NumVFs          *int     `json:"sriov_numvfs,omitempty"`
 	Errors          []string `json:"errors,omitempty"`
+
+	// problems is "attr problem" per attribute that could not be used,
+	// for the table (the JSON has the full errors).
+	problems []string
+	// unusable holds the attributes with a problem, so that the table
+	// shows "?" (could not be read) instead of "-" (absent).
+	unusable map[string]bool
 }
 
 func linkString(s *pci.LinkSpeed, w *int) string {
@@ -82,10 +91,70 @@ func rowOf(d *pci.Device) pciRow {
 	for _, v := range d.VFs {
 		r.VFs = append(r.VFs, v.String())
 	}
+	r.unusable = map[string]bool{}
 	for _, err := range d.Errors {
 		r.Errors = append(r.Errors, err.Error())
+		var ae *pci.AttrError
+		if errors.As(err, &ae) {
+			r.problems = append(r.problems, ae.Attr+" "+ae.Problem.String())
+			r.unusable[ae.Attr] = ae.Problem != pci.Absent
+		} else {
+			r.problems = append(r.problems, "directory unreadable")
+		}
 	}
 	return r
+}
+
+// cell is v, "-" when absent, and "?" when the attribute is there but
+// could not be used (unreadable or malformed): absent and broken differ.
+func (r pciRow) cell(v string, attrs ...string) string {
+	for _, a := range attrs {
+		if r.unusable[a] {
+			return "?"
+		}
+	}
+	return dash(v)
+}
+
+// writePCITable writes the inventory as a table. A function with read
+// errors says which attributes in the ERRORS column, and every error is
+// listed in full, with its path, under the table.
+func writePCITable(w io.Writer, rows []pciRow) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ADDRESS\tIDS\tCLASS\tNAME\tDRIVER\tNUMA\tIOMMU\tLINK\tACCEL\tERRORS")
+	for _, r := range rows {
+		name := strings.TrimSpace(r.VendorName + " " + r.DeviceName)
+		link := r.LinkCurrent
+		if r.LinkMax != "" && r.LinkMax != r.LinkCurrent {
+			link += " (max " + r.LinkMax + ")"
+		}
+		numa := "-"
+		if r.NUMANode != nil {
+			numa = fmt.Sprint(*r.NUMANode)
+		}
+		iommu := "-"
+		if r.IOMMUGroup != nil {
+			iommu = fmt.Sprint(*r.IOMMUGroup)
+		}
+		ids := r.cell(r.Vendor, "vendor") + ":" + r.cell(r.Device, "device")
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Address, ids, r.cell(r.Class, "class"),
+			dash(name), r.cell(r.Driver, "driver"), r.cell(numa, "numa_node"), r.cell(iommu, "iommu_group"),
+			r.cell(link, "current_link_speed", "current_link_width", "max_link_speed", "max_link_width"),
+			dash(r.Accelerator), dash(strings.Join(r.problems, ", ")))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var errs []string
+	for _, r := range rows {
+		for _, e := range r.Errors {
+			errs = append(errs, "  "+r.Address+": "+e)
+		}
+	}
+	if len(errs) > 0 {
+		fmt.Fprintf(w, "\nread errors (- is absent, ? is there but unusable):\n%s\n", strings.Join(errs, "\n"))
+	}
+	return nil
 }
 
 func newPCICmd(g *globals) *cobra.Command {
@@ -130,18 +199,7 @@ accelerators are marked with their kind. --accelerators lists only those.`,
 			default:
 				return usageErr("pci: unknown output %q (want text or json)", g.output)
 			}
-			tw := tabwriter.NewWriter(g.stdout, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "ADDRESS\tIDS\tCLASS\tNAME\tDRIVER\tNUMA\tIOMMU\tLINK\tACCEL")
-			for _, r := range rows {
-				name := strings.TrimSpace(r.VendorName + " " + r.DeviceName)
-				link := r.LinkCurrent
-				if r.LinkMax != "" && r.LinkMax != r.LinkCurrent {
-					link += " (max " + r.LinkMax + ")"
-				}
-				fmt.Fprintf(tw, "%s\t%s:%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Address, dash(r.Vendor), dash(r.Device), dash(r.Class),
-					dash(name), dash(r.Driver), intOrDash(r.NUMANode), intOrDash(r.IOMMUGroup), dash(link), dash(r.Accelerator))
-			}
-			if err := tw.Flush(); err != nil {
+			if err := writePCITable(g.stdout, rows); err != nil {
 				return err
 			}
 			for _, err := range inv.Errors {
@@ -163,9 +221,3 @@ func dash(s string) string {
 	return s
 }
 
-func intOrDash(p *int) string {
-	if p == nil {
-		return "-"
-	}
-	return fmt.Sprint(*p)
-}
