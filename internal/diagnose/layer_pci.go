@@ -280,11 +280,11 @@ func devicesNotFound(e *Env, inv *pci.Inventory, out *Out) {
 }
 
 // readErrorFinding reports the attributes of a function that could not be
-// used, each as absent, unreadable or malformed. Mandatory attributes
-// absent from a tree that is not the live host mean the capture lacks
-// them (the kernel creates them for every function): NOT_RUN, since
-// nothing about the device is wrong. Anything unreadable or malformed is a
-// WARN naming the path.
+// used, each as absent, unreadable or malformed. In a tree that is not the
+// live host, mandatory attributes absent (the kernel creates them for every
+// function) and links copied as directories are what the capture lacks:
+// NOT_RUN, since nothing about the device is wrong. Anything else
+// unreadable or malformed is a WARN naming the path.
 func readErrorFinding(e *Env, out *Out, d *pci.Device) {
 	var ev []report.Evidence
 	var parts []string
@@ -298,7 +298,7 @@ func readErrorFinding(e *Env, out *Out, d *pci.Device) {
 		}
 		ev = append(ev, Ev(ae.Path, ae.Problem.String()+": "+innerErr(ae.Err)))
 		parts = append(parts, ae.Attr+" "+ae.Problem.String())
-		onlyAbsent = onlyAbsent && ae.Problem == pci.Absent
+		onlyAbsent = onlyAbsent && (ae.Problem == pci.Absent || errors.Is(ae, pci.ErrLinkCopied))
 	}
 	summary := "sysfs attributes not usable: " + strings.Join(parts, ", ")
 	if onlyAbsent && !e.Root.IsLive() {

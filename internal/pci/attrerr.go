@@ -37,6 +37,12 @@ func (p Problem) String() string {
 	return "problem"
 }
 
+// ErrLinkCopied is a directory where the kernel has a symlink (driver,
+// iommu_group, physfn, virtfnN): a capture made by a copy that followed
+// the links, as node-feature-discovery's test trees are. What the link
+// named is lost.
+var ErrLinkCopied = errors.New("a directory where sysfs has a symlink: the capture copied the link's target, not the link")
+
 // AttrError is one attribute or link of a function that could not be
 // used, with its host path.
 type AttrError struct {

@@ -40,11 +40,17 @@ func TestScanAttrProblems(t *testing.T) {
 	if err := unix.Mkfifo(filepath.Join(tr.dir, "sys/devices", base+"0000:00:07.0", "numa_node"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A capture that copied the iommu_group link's target (NFD's trees).
+	tr.dev(base+"0000:00:0a.0", gpu)
+	tr.file("/sys/devices/"+base+"0000:00:0a.0/iommu_group/type", "DMA\n")
 	inv, err := Scan(hostfs.MustNew(tr.dir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	dev := func(a string) *Device { return inv.Lookup(addr(a)) }
+	if ae := dev("0000:00:0a.0").AttrErr("iommu_group"); ae == nil || !errors.Is(ae, ErrLinkCopied) || dev("0000:00:0a.0").IOMMUGroup != nil {
+		t.Errorf("iommu_group copied as a directory: %v", ae)
+	}
 
 	if d := dev("0000:00:01.0"); d.NUMANode != nil || d.AttrErr("numa_node") != nil || d.AttrState("numa_node") != "absent" {
 		t.Errorf("absent numa_node: %v %v", d.NUMANode, d.Errors)

@@ -435,6 +435,9 @@ func (r *devReader) linkBase(name string) string {
 	}
 	t, err := r.root.Readlink(r.d.AttrPath(name))
 	if err != nil {
+		if st, lerr := r.root.Lstat(r.d.AttrPath(name)); lerr == nil && st.Type == hostfs.TypeDir {
+			err = ErrLinkCopied
+		}
 		if !errors.Is(err, fs.ErrNotExist) {
 			r.fail(name, Unreadable, err)
 		}
