@@ -181,3 +181,42 @@ func TestHostileNUMANode(t *testing.T) {
 		}
 	}
 }
+
+// (b) A stale nvidia-uvm major and a line of /proc/devices that does not
+// parse: the missing major might be on that line, so the node is NOT_RUN,
+// not FAIL DEVNODE_MAJOR_UNREGISTERED; the wrong number is still a FAIL.
+func TestHostileProcDevicesPartialMajors(t *testing.T) {
+	tr := goodNodesHost()
+	tr.files["/proc/devices"] = strings.Replace(tr.files["/proc/devices"], "236 nvidia-uvm", "237 nvidia-uvm\n2x6 garbled", 1)
+	rep, p := hostileRun(t, tr)
+	want := []string{
+		"DEVNODE_MAJORS_UNKNOWN WARN host",
+		"DEVNODE_WRONG_DEVNUM FAIL /dev/nvidia-uvm",
+		"DEVNODE_WRONG_DEVNUM WARN /dev/nvidia-uvm-tools",
+	}
+	if !slices.Equal(p, want) {
+		t.Errorf("problems = %v, want %v", p, want)
+	}
+	if fs := findingsOf(rep, CodeDevnodeMajorsUnknown, "/dev/nvidia-uvm"); len(fs) != 1 || fs[0].Status != report.NotRun {
+		t.Errorf("registration of the node's major: %+v, want NOT_RUN", fs)
+	}
+}
+
+// A tree whose device manifest has the nodes but no /dev/char at all: the
+// links are not judged missing.
+func TestCharLinksNotCaptured(t *testing.T) {
+	tr := goodNodesHost()
+	for p := range tr.manifest {
+		if strings.HasPrefix(p, "/dev/char/") {
+			delete(tr.manifest, p)
+		}
+	}
+	rep, p := hostileRun(t, tr)
+	if len(p) != 0 {
+		t.Errorf("problems = %v, want none", p)
+	}
+	fs := findingsOf(rep, CodeDevnodeUnknown, "/dev/nvidia0")
+	if len(fs) != 1 || fs[0].Status != report.NotRun || !says(fs[0], "the capture holds no /dev/char") {
+		t.Errorf("char link of /dev/nvidia0: %+v", fs)
+	}
+}

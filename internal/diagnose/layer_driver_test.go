@@ -119,6 +119,49 @@ func TestDriverLayer(t *testing.T) {
 			"driver.nvidia-libs DRIVER_LIBRARY_MATCH PASS host",
 		},
 	}, {
+		// A capture with /proc/modules but no /sys/module still shows
+		// the module loaded; one still loading is a WARN.
+		name: "module only in /proc/modules",
+		change: func(tr *l23Tree) {
+			delete(tr.files, "/sys/module/nvidia/initstate")
+			delete(tr.files, "/sys/module/nvidia/version")
+			delete(tr.links, "/sys/bus/pci/drivers/nvidia/module")
+			tr.files["/proc/modules"] = "nvidia 56455168 2 nvidia_uvm, Live 0x0000000000000000 (POE)\n"
+		},
+		want: []string{
+			"driver.bound DRIVER_BOUND PASS 0000:17:00.0",
+			"driver.module DRIVER_MODULE_LOADED PASS 0000:17:00.0",
+			"driver.nvidia-libs DRIVER_LIBRARY_MATCH PASS host",
+			"driver.nvidia-libs DRIVER_LIBRARY_MATCH PASS host",
+		},
+	}, {
+		name: "module loading, from /proc/modules",
+		change: func(tr *l23Tree) {
+			delete(tr.files, "/sys/module/nvidia/initstate")
+			delete(tr.files, "/sys/module/nvidia/version")
+			delete(tr.links, "/sys/bus/pci/drivers/nvidia/module")
+			tr.files["/proc/modules"] = "nvidia 56455168 2 - Loading 0x0000000000000000\n"
+		},
+		want: []string{
+			"driver.bound DRIVER_BOUND PASS 0000:17:00.0",
+			"driver.module DRIVER_MODULE_NOT_LIVE WARN 0000:17:00.0",
+			"driver.nvidia-libs DRIVER_LIBRARY_MATCH PASS host",
+			"driver.nvidia-libs DRIVER_LIBRARY_MATCH PASS host",
+		},
+	}, {
+		name: "no module list at all",
+		change: func(tr *l23Tree) {
+			delete(tr.files, "/sys/module/nvidia/initstate")
+			delete(tr.files, "/sys/module/nvidia/version")
+			delete(tr.links, "/sys/bus/pci/drivers/nvidia/module")
+		},
+		want: []string{
+			"driver.bound DRIVER_BOUND PASS 0000:17:00.0",
+			"driver.module DRIVER_MODULE_UNKNOWN NOT_RUN 0000:17:00.0",
+			"driver.nvidia-libs DRIVER_LIBRARY_MATCH PASS host",
+			"driver.nvidia-libs DRIVER_LIBRARY_MATCH PASS host",
+		},
+	}, {
 		name: "driver link loops",
 		change: func(tr *l23Tree) {
 			tr.links["/sys/devices/pci0000:00/0000:17:00.0/driver"] = "driver"
