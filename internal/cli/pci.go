@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -36,6 +37,13 @@ type pciRow struct {
 	TotalVFs        *int     `json:"sriov_totalvfs,omitempty"`
 	NumVFs          *int     `json:"sriov_numvfs,omitempty"`
 	Errors          []string `json:"errors,omitempty"`
+
+	// problems is "attr problem" per attribute that could not be used,
+	// for the table (the JSON has the full errors).
+	problems []string
+	// unusable holds the attributes with a problem, so that the table
+	// shows "?" (could not be read) instead of "-" (absent).
+	unusable map[string]bool
 }
 
 func linkString(s *pci.LinkSpeed, w *int) string {
@@ -81,10 +89,59 @@ func rowOf(d *pci.Device) pciRow {
 	for _, v := range d.VFs {
 		r.VFs = append(r.VFs, v.String())
 	}
+	r.unusable = map[string]bool{}
 	for _, err := range d.Errors {
 		r.Errors = append(r.Errors, err.Error())
+		var ae *pci.AttrError
+		if errors.As(err, &ae) {
+			r.problems = append(r.problems, ae.Attr+" "+ae.Problem.String())
+			r.unusable[ae.Attr] = ae.Problem != pci.Absent
+		} else {
+			r.problems = append(r.problems, "directory unreadable")
+		}
 	}
 	return r
+}
+
+// cell is v, "-" when absent, and "?" when the attribute is there but
+// could not be used (unreadable or malformed): absent and broken differ.
+func (r pciRow) cell(v string, attrs ...string) string {
+	for _, a := range attrs {
+		if r.unusable[a] {
+			return "?"
+		}
+	}
+	return dash(v)
+}
+
+// pciTable is the inventory as a table. A function with read errors says
+// which attributes in the ERRORS column, and every error is listed in
+// full, with its path, under the table, with the scan's own errors.
+func pciTable(rows []pciRow, scanErrs []error) *report.Table {
+	t := &report.Table{Header: []string{"ADDRESS", "IDS", "CLASS", "NAME", "DRIVER", "NUMA", "IOMMU", "LINK", "ACCEL", "ERRORS"}}
+	var errs []string
+	for _, r := range rows {
+		name := strings.TrimSpace(r.VendorName + " " + r.DeviceName)
+		link := r.LinkCurrent
+		if r.LinkMax != "" && r.LinkMax != r.LinkCurrent {
+			link += " (max " + r.LinkMax + ")"
+		}
+		ids := r.cell(r.Vendor, "vendor") + ":" + r.cell(r.Device, "device")
+		t.Rows = append(t.Rows, []string{r.Address, ids, r.cell(r.Class, "class"), name, r.cell(r.Driver, "driver"),
+			r.cell(intOrDash(r.NUMANode), "numa_node"), r.cell(intOrDash(r.IOMMUGroup), "iommu_group"),
+			r.cell(link, "current_link_speed", "current_link_width", "max_link_speed", "max_link_width"),
+			r.Accelerator, strings.Join(r.problems, ", ")})
+		for _, e := range r.Errors {
+			errs = append(errs, "  "+r.Address+": "+e)
+		}
+	}
+	if len(errs) > 0 {
+		t.Notes = append([]string{"", "read errors (- is absent, ? is there but unusable):"}, errs...)
+	}
+	for _, e := range scanErrs {
+		t.Notes = append(t.Notes, "error: "+e.Error())
+	}
+	return t
 }
 
 func newPCICmd(g *globals) *cobra.Command {
@@ -129,33 +186,7 @@ accelerators are marked with their kind. --accelerators lists only those.`,
 	return cmd
 }
 
-// pciTable is the inventory as a table; a function's read errors and the
-// scan's own errors follow it, so that a value the table shows as "-"
-// because it could not be read says so.
-func pciTable(rows []pciRow, scanErrs []error) *report.Table {
-	t := &report.Table{Header: []string{"ADDRESS", "IDS", "CLASS", "NAME", "DRIVER", "NUMA", "IOMMU", "LINK", "ACCEL"}}
-	for _, r := range rows {
-		name := strings.TrimSpace(r.VendorName + " " + r.DeviceName)
-		link := r.LinkCurrent
-		if r.LinkMax != "" && r.LinkMax != r.LinkCurrent {
-			link += " (max " + r.LinkMax + ")"
-		}
-		ids := ""
-		if r.Vendor != "" || r.Device != "" {
-			ids = orDash(r.Vendor) + ":" + orDash(r.Device)
-		}
-		t.Rows = append(t.Rows, []string{r.Address, ids, r.Class, name, r.Driver, intOrDash(r.NUMANode), intOrDash(r.IOMMUGroup), link, r.Accelerator})
-		for _, e := range r.Errors {
-			t.Notes = append(t.Notes, fmt.Sprintf("%s: %s", r.Address, e))
-		}
-	}
-	for _, e := range scanErrs {
-		t.Notes = append(t.Notes, "error: "+e.Error())
-	}
-	return t
-}
-
-func orDash(s string) string {
+func dash(s string) string {
 	if s == "" {
 		return "-"
 	}

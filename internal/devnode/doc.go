@@ -5,6 +5,11 @@
 // /dev/nvidiaN), and the nodes themselves under /dev with their
 // /dev/char/MAJOR:MINOR links.
 //
+// /proc/devices is parsed line by line without a length limit; a line
+// that does not parse is skipped and named (ErrSkippedLines) and the
+// others kept. An expected node whose number is not known says what was
+// read and why it gave none (ExpectedNode.DevSource).
+//
 // Nodes are stat'ed through the hostfs.Root, which consults the tree's
 // device manifest for nodes a fixture or snapshot cannot hold. Nothing
 // here opens a device node: opening is a functional probe (internal/probe)

@@ -1,7 +1,6 @@
 package devnode
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -73,7 +72,8 @@ type ExpectedNode struct {
 	Type hostfs.FileType
 	// Major and Minor are the device number the node must have; valid only
 	// when DevKnown. DevSource says where they come from ("/sys/.../dev",
-	// "/proc/devices", "fixed by the driver").
+	// "/proc/devices", "fixed by the driver"), or, when the number is not
+	// known, what was read and why it gave none.
 	Major, Minor uint32
 	DevKnown     bool
 	DevSource    string
@@ -113,7 +113,9 @@ type Expectation struct {
 	Covered map[string]bool
 	Errors  []DeviceError
 	// ProcDevices is the parsed /proc/devices used for dynamic majors;
-	// ProcDevicesErr why it could not be read.
+	// ProcDevicesErr why it could not be read, or, wrapping
+	// ErrSkippedLines, which lines of it did not parse (ProcDevices then
+	// holds the others).
 	ProcDevices    ProcDevices
 	ProcDevicesErr error
 }
@@ -192,8 +194,32 @@ func (x *Expectation) nvidia(root *hostfs.Root, d Device, add addFn, fail failFn
 	if d.Class != 0 && d.Class>>16 != 0x03 {
 		return
 	}
+	nvidiaGPUNode(root, d, add, fail)
+	add(d.Address, ExpectedNode{
+		Path: "/dev/nvidiactl", Kind: KindNVIDIACtl, Shared: true,
+		Major: NVIDIAMajor, Minor: NVIDIACtlMinor, DevKnown: true, DevSource: "fixed by the driver",
+		Required: true,
+		Why:      "the control node every NVIDIA user-space library opens first; without it no GPU is usable",
+	})
+	add(d.Address, ExpectedNode{
+		Path: "/dev/nvidia-modeset", Kind: KindNVIDIAModeset, Shared: true,
+		Major: NVIDIAMajor, Minor: NVIDIAModesetMinor, DevKnown: true, DevSource: "fixed by the driver",
+		Why: "used by display and Vulkan/GL (nvidia-modeset); compute does not need it",
+	})
+	x.nvidiaUVM(d, add)
+	x.nvidiaCaps(root, d, add, fail)
+}
+
+// nvidiaGPUNode expects /dev/nvidia<Device Minor>, the minor published in
+// the GPU's procfs information file.
+func nvidiaGPUNode(root *hostfs.Root, d Device, add addFn, fail failFn) {
 	info, err := driver.ReadGPUInformation(root, d.Address)
 	switch {
+	case errors.Is(err, fs.ErrNotExist) && root.Exists(path.Join(driver.NVIDIAGPUsDir, d.Address)):
+		// nv-procfs.c creates the file with the directory: a capture
+		// that kept the directory without it kept only part of it.
+		fail(d.Address, fmt.Errorf("minor of /dev/nvidiaN unknown: %s holds no information file (the capture kept only part of the NVIDIA procfs)",
+			path.Join(driver.NVIDIAGPUsDir, d.Address)))
 	case err != nil:
 		fail(d.Address, fmt.Errorf("minor of /dev/nvidiaN unknown: %w", err))
 	case info.DeviceMinor == nil:
@@ -208,17 +234,13 @@ func (x *Expectation) nvidia(root *hostfs.Root, d Device, add addFn, fail failFn
 			Why:       "the GPU's own node: CUDA and NVML open /dev/nvidia<Device Minor> for every GPU they use",
 		})
 	}
-	add(d.Address, ExpectedNode{
-		Path: "/dev/nvidiactl", Kind: KindNVIDIACtl, Shared: true,
-		Major: NVIDIAMajor, Minor: NVIDIACtlMinor, DevKnown: true, DevSource: "fixed by the driver (195:255)",
-		Required: true,
-		Why:      "the control node every NVIDIA user-space library opens first; without it no GPU is usable",
-	})
-	add(d.Address, ExpectedNode{
-		Path: "/dev/nvidia-modeset", Kind: KindNVIDIAModeset, Shared: true,
-		Major: NVIDIAMajor, Minor: NVIDIAModesetMinor, DevKnown: true, DevSource: "fixed by the driver (195:254)",
-		Why: "used by display and Vulkan/GL (nvidia-modeset); compute does not need it",
-	})
+}
+
+// nvidiaUVM expects /dev/nvidia-uvm and nvidia-uvm-tools. nvidia-uvm
+// allocates a dynamic major with minor 0 for the node and 1 for the tools
+// node (NVIDIA_UVM_PRIMARY_MINOR_NUMBER, NVIDIA_UVM_TOOLS_MINOR_NUMBER in
+// kernel-open/nvidia-uvm/uvm_common.h).
+func (x *Expectation) nvidiaUVM(d Device, add addFn) {
 	uvm := ExpectedNode{
 		Path: "/dev/nvidia-uvm", Kind: KindNVIDIAUVM, Shared: true, Required: true,
 		Why: "CUDA's unified memory driver (nvidia-uvm.ko): cuInit fails without it",
@@ -228,59 +250,81 @@ func (x *Expectation) nvidia(root *hostfs.Root, d Device, add addFn, fail failFn
 		Why: "used by profilers and debuggers (CUPTI, Nsight); plain CUDA does not need it",
 	}
 	if maj, ok := x.ProcDevices.CharMajor(procNVIDIAUVMName); ok {
-		// nvidia-uvm allocates a dynamic major with minor 0 for the node and
-		// 1 for the tools node (NVIDIA_UVM_PRIMARY_MINOR_NUMBER and NVIDIA_UVM_TOOLS_MINOR_NUMBER,
-		// kernel-open/nvidia-uvm/uvm_common.h).
 		uvm.Major, uvm.Minor, uvm.DevKnown = maj, 0, true
 		tools.Major, tools.Minor, tools.DevKnown = maj, 1, true
 		uvm.DevSource = fmt.Sprintf("%q in %s, minor 0", procNVIDIAUVMName, ProcDevicesPath)
 		tools.DevSource = fmt.Sprintf("%q in %s, minor 1", procNVIDIAUVMName, ProcDevicesPath)
 	} else {
-		src := fmt.Sprintf("no %q major in %s: the nvidia-uvm module is not loaded", procNVIDIAUVMName, ProcDevicesPath)
-		if x.ProcDevicesErr != nil {
-			src = "unknown: " + x.ProcDevicesErr.Error()
-		}
-		uvm.DevSource, tools.DevSource = src, src
+		uvm.DevSource = x.dynamicMajorMissing(procNVIDIAUVMName, "the nvidia-uvm module is not loaded")
+		tools.DevSource = uvm.DevSource
 	}
 	add(d.Address, uvm)
 	add(d.Address, tools)
-	// MIG capability nodes exist only when the driver registered the
-	// nvidia-caps major; their minors are published in procfs
-	// (DeviceFileMinor in /proc/driver/nvidia/capabilities/mig/{config,monitor}).
-	if maj, ok := x.ProcDevices.CharMajor(procNVIDIACapsName); ok {
-		for _, c := range []string{"config", "monitor"} {
-			p := path.Join(nvidiaCapsMIGDir, c)
-			b, err := root.ReadFile(p)
-			if err != nil {
-				if !errors.Is(err, fs.ErrNotExist) {
-					fail(d.Address, err)
-				}
-				continue
+}
+
+// dynamicMajorMissing says why a dynamic major is not known: the name is
+// not registered (meaning), or /proc/devices could not be read or only in
+// part.
+func (x *Expectation) dynamicMajorMissing(name, meaning string) string {
+	switch {
+	case x.ProcDevicesErr == nil:
+		return fmt.Sprintf("no %q major in %s: %s", name, ProcDevicesPath, meaning)
+	case errors.Is(x.ProcDevicesErr, ErrSkippedLines):
+		return fmt.Sprintf("no %q major among the lines of %s that parse (%v)", name, ProcDevicesPath, x.ProcDevicesErr)
+	}
+	return ProcDevicesProblem(x.ProcDevicesErr)
+}
+
+// ProcDevicesProblem says why /proc/devices could not be used. Every Linux
+// host has the file (fs/proc/devices.c), so a root without it is a capture
+// or a mount that lacks it, never a host without majors.
+func ProcDevicesProblem(err error) string {
+	if errors.Is(err, fs.ErrNotExist) {
+		return "no " + ProcDevicesPath + " under this root: every Linux host has one, so the capture (or the mount of /proc) lacks it"
+	}
+	return ProcDevicesPath + " could not be read: " + err.Error()
+}
+
+// nvidiaCaps expects the MIG capability nodes, which exist only when the
+// driver registered the nvidia-caps major; their minors are published in
+// procfs (DeviceFileMinor in
+// /proc/driver/nvidia/capabilities/mig/{config,monitor}).
+func (x *Expectation) nvidiaCaps(root *hostfs.Root, d Device, add addFn, fail failFn) {
+	maj, ok := x.ProcDevices.CharMajor(procNVIDIACapsName)
+	if !ok {
+		return
+	}
+	for _, c := range []string{"config", "monitor"} {
+		p := path.Join(nvidiaCapsMIGDir, c)
+		b, err := root.ReadFile(p)
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				fail(d.Address, err)
 			}
-			minor, err := ParseCapMinor(b)
-			if err != nil {
-				fail(d.Address, fmt.Errorf("%s: %w", p, err))
-				continue
-			}
-			add(d.Address, ExpectedNode{
-				Path: fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", minor), Kind: KindNVIDIACap, Shared: true,
-				Major: maj, Minor: minor, DevKnown: true,
-				DevSource: fmt.Sprintf("%q in %s, DeviceFileMinor in %s", procNVIDIACapsName, ProcDevicesPath, p),
-				Why:       "MIG " + c + " capability; only MIG management and monitoring need it",
-			})
+			continue
 		}
+		minor, err := ParseCapMinor(b)
+		if err != nil {
+			fail(d.Address, fmt.Errorf("%s: %w", p, err))
+			continue
+		}
+		add(d.Address, ExpectedNode{
+			Path: fmt.Sprintf("/dev/nvidia-caps/nvidia-cap%d", minor), Kind: KindNVIDIACap, Shared: true,
+			Major: maj, Minor: minor, DevKnown: true,
+			DevSource: fmt.Sprintf("%q in %s, DeviceFileMinor in %s", procNVIDIACapsName, ProcDevicesPath, p),
+			Why:       "MIG " + c + " capability; only MIG management and monitoring need it",
+		})
 	}
 }
 
 // ParseCapMinor reads "DeviceFileMinor: N" from an NVIDIA capability file.
 func ParseCapMinor(b []byte) (uint32, error) {
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
+	for l := range bytes.Lines(b) { // no line-length limit, unlike bufio.Scanner
+		k, v, ok := strings.Cut(string(l), ":")
 		if ok && strings.TrimSpace(k) == "DeviceFileMinor" {
 			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
 			if err != nil || n >= 1<<20 {
-				return 0, fmt.Errorf("DeviceFileMinor %q is not a minor", strings.TrimSpace(v))
+				return 0, fmt.Errorf("DeviceFileMinor %s is not a minor", quote(strings.TrimSpace(v)))
 			}
 			return uint32(n), nil
 		}
@@ -304,7 +348,7 @@ func (x *Expectation) kfd(root *hostfs.Root, d Device, add addFn) {
 func (x *Expectation) vfio(root *hostfs.Root, d Device, sys string, add addFn, fail failFn) {
 	c := ExpectedNode{
 		Path: "/dev/vfio/vfio", Kind: KindVFIOContainer, Shared: true, Required: true,
-		Major: MiscMajor, Minor: VFIOContainerMinor, DevKnown: true, DevSource: "fixed misc minor 10:196",
+		Major: MiscMajor, Minor: VFIOContainerMinor, DevKnown: true, DevSource: "the fixed misc minor of VFIO",
 		Why: "the VFIO container node every VFIO user (QEMU, DPDK, KubeVirt) opens first",
 	}
 	if maj, min, src, ok := sysfsDev(root, sysClassMiscVFIODev); ok {
@@ -437,15 +481,16 @@ func classNodes(root *hostfs.Root, d Device, sys, class, devDir, kind, why strin
 }
 
 // sysfsDev reads a sysfs "dev" attribute (drivers/base/core.c, dev_show:
-// "MAJOR:MINOR"). src names the file, or why it could not be used.
+// "MAJOR:MINOR"). src names the file, or, when !ok, what was read and why
+// it gave no number.
 func sysfsDev(root *hostfs.Root, p string) (major, minor uint32, src string, ok bool) {
 	s, err := root.ReadString(p)
 	if err != nil {
-		return 0, 0, "unknown: " + err.Error(), false
+		return 0, 0, err.Error(), false
 	}
 	maj, min, err := hostfs.ParseMajorMinor(s)
 	if err != nil {
-		return 0, 0, fmt.Sprintf("unknown: %s: %v", p, err), false
+		return 0, 0, fmt.Sprintf("%s: %v", p, err), false
 	}
 	return maj, min, p, true
 }

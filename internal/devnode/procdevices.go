@@ -1,7 +1,8 @@
 package devnode
 
 import (
-	"bufio"
+	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -25,6 +26,10 @@ type ProcDevices struct {
 	Block map[uint32][]string
 }
 
+// ErrSkippedLines marks a parse that skipped lines it could not read;
+// the result holds every line that parsed.
+var ErrSkippedLines = errors.New("lines skipped")
+
 // ParseProcDevices parses /proc/devices:
 //
 //	Character devices:
@@ -35,20 +40,28 @@ type ProcDevices struct {
 //	  7 loop
 //
 // fs/proc/devices.c prints each entry as "%3d %s"; names may contain '/'
-// ("/dev/vc/0"). A line outside a section, a bad major or a missing name is
-// an error.
+// ("/dev/vc/0"). A line outside a section, a bad major or a missing name
+// is skipped and reported (an error wrapping ErrSkippedLines, naming the
+// first one), and every good line is kept: one bad line must not hide the
+// majors of the others. Lines are split without a length limit (the read
+// bound of the file limits them; bufio.Scanner would give up on the whole
+// file at one line over 64 KiB). The reader is read to its end: bound it.
 func ParseProcDevices(r io.Reader) (ProcDevices, error) {
 	pd := ProcDevices{Char: map[uint32][]string{}, Block: map[uint32][]string{}}
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return pd, fmt.Errorf("%s: %w", ProcDevicesPath, err)
+	}
 	var cur map[uint32][]string
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 1024), 64*1024)
+	var skipped []string
 	ln := 0
-	for sc.Scan() {
+	for l := range bytes.Lines(b) {
 		ln++
 		if ln > maxProcDevicesLines {
-			return pd, fmt.Errorf("/proc/devices: more than %d lines", maxProcDevicesLines)
+			skipped = append(skipped, fmt.Sprintf("more than %d lines: the rest", maxProcDevicesLines))
+			break
 		}
-		line := strings.TrimSpace(sc.Text())
+		line := strings.TrimSpace(string(l))
 		switch line {
 		case "":
 			continue
@@ -59,30 +72,50 @@ func ParseProcDevices(r io.Reader) (ProcDevices, error) {
 			cur = pd.Block
 			continue
 		}
-		if cur == nil {
-			return pd, fmt.Errorf("/proc/devices line %d: %q is outside a section", ln, line)
-		}
-		maj, name, ok := strings.Cut(line, " ")
-		name = strings.TrimSpace(name)
-		if !ok || name == "" {
-			return pd, fmt.Errorf("/proc/devices line %d: want 'MAJOR NAME', got %q", ln, line)
-		}
-		n, err := strconv.ParseUint(maj, 10, 32)
-		// dev_t has a 12-bit major (include/linux/kdev_t.h).
-		if err != nil || n >= 1<<12 {
-			return pd, fmt.Errorf("/proc/devices line %d: bad major %q", ln, maj)
-		}
-		if !slices.Contains(cur[uint32(n)], name) {
-			cur[uint32(n)] = append(cur[uint32(n)], name)
+		if why := addProcDevice(cur, line); why != "" {
+			skipped = append(skipped, fmt.Sprintf("line %d: %s", ln, why))
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return pd, fmt.Errorf("/proc/devices: %w", err)
+	if len(skipped) > 0 {
+		return pd, fmt.Errorf("%s: %w: %d line(s) do not parse, the first %s", ProcDevicesPath, ErrSkippedLines, len(skipped), skipped[0])
 	}
 	return pd, nil
 }
 
-// ReadProcDevices reads and parses the root's /proc/devices.
+// addProcDevice adds one "MAJOR NAME" line to a section; it returns why
+// the line was not added, "" when it was.
+func addProcDevice(cur map[uint32][]string, line string) string {
+	if cur == nil {
+		return quote(line) + " is outside a section"
+	}
+	maj, name, ok := strings.Cut(line, " ")
+	name = strings.TrimSpace(name)
+	if !ok || name == "" {
+		return "want 'MAJOR NAME', got " + quote(line)
+	}
+	n, err := strconv.ParseUint(maj, 10, 32)
+	// dev_t has a 12-bit major (include/linux/kdev_t.h).
+	if err != nil || n >= 1<<12 {
+		return "bad major " + quote(maj)
+	}
+	if !slices.Contains(cur[uint32(n)], name) {
+		cur[uint32(n)] = append(cur[uint32(n)], name)
+	}
+	return ""
+}
+
+// quote quotes s for an error message, cut to 64 bytes: a hostile 64 KiB
+// line must not become 64 KiB of evidence.
+func quote(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(s[:max]), len(s))
+}
+
+// ReadProcDevices reads and parses the root's /proc/devices. With an
+// error wrapping ErrSkippedLines the result holds every line that parsed.
 func ReadProcDevices(root *hostfs.Root) (ProcDevices, error) {
 	b, err := root.ReadFile(ProcDevicesPath)
 	if err != nil {

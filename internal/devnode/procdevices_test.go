@@ -1,6 +1,7 @@
 package devnode
 
 import (
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -123,8 +124,11 @@ func FuzzParseProcDevices(f *testing.F) {
 	f.Add([]byte("Block devices:\n 7 loop\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		pd, err := ParseProcDevices(strings.NewReader(string(b)))
-		if err != nil {
-			return
+		if err != nil && !errors.Is(err, ErrSkippedLines) {
+			t.Fatalf("an in-memory parse failed otherwise than by skipping lines: %v", err)
+		}
+		if err != nil && len(err.Error()) > 400 {
+			t.Fatalf("error of %d bytes", len(err.Error()))
 		}
 		for maj, names := range pd.Char {
 			if maj >= 1<<12 || len(names) == 0 {
@@ -137,4 +141,23 @@ func FuzzParseProcDevices(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestParseProcDevicesSkipsBadLines: a bad or 64 KiB line is skipped and
+// named, and the lines around it are kept (bufio.Scanner used to lose the
+// whole file to one line over 64 KiB).
+func TestParseProcDevicesSkipsBadLines(t *testing.T) {
+	long := strings.Repeat("x", 70<<10)
+	in := "Character devices:\n  1 mem\n" + long + "\n195 nvidia-frontend\nzz bad\n236 nvidia-uvm\n"
+	pd, err := ParseProcDevices(strings.NewReader(in))
+	if !errors.Is(err, ErrSkippedLines) || !strings.Contains(err.Error(), "2 line(s)") || !strings.Contains(err.Error(), "the first line 3") {
+		t.Errorf("err = %v", err)
+	}
+	if err != nil && len(err.Error()) > 300 {
+		t.Errorf("the error quotes the whole line: %d bytes", len(err.Error()))
+	}
+	want := map[uint32][]string{1: {"mem"}, 195: {"nvidia-frontend"}, 236: {"nvidia-uvm"}}
+	if d := cmp.Diff(want, pd.Char); d != "" {
+		t.Errorf("kept lines (-want +got):\n%s", d)
+	}
 }

@@ -26,8 +26,15 @@ const (
 // hold: each emitted code is declared by its check and explained.
 func runFixture(t *testing.T, root *hostfs.Root, name string, opts Options) *report.Report {
 	t.Helper()
+	return runFixtureEnv(t, NewEnv(root, opts), name)
+}
+
+// runFixtureEnv is runFixture over an Env the caller keeps, to ask it
+// what the readers found after the run.
+func runFixtureEnv(t *testing.T, e *Env, name string) *report.Report {
+	t.Helper()
 	checks := Registry()
-	rep := Run(NewEnv(root, opts), checks, Meta{Tool: "accel-doctor test", Command: "check", Source: "fixture " + name, Root: name})
+	rep := Run(e, checks, Meta{Tool: "accel-doctor test", Command: "check", Source: "fixture " + name, Root: name})
 	declared := map[string][]string{}
 	for _, c := range checks {
 		declared[c.ID] = c.Codes

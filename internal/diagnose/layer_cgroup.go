@@ -1,7 +1,9 @@
 package diagnose
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -162,10 +164,29 @@ func targetName(e *Env) string {
 	return "the process whose /proc/self this root holds"
 }
 
+// policyReason says why the policy could not be read: what the capture
+// lacks when the file that failed is one it does not hold, else the error.
+func policyReason(e *Env, err error) string {
+	var pe *fs.PathError
+	if !errors.As(err, &pe) || !errors.Is(err, fs.ErrNotExist) {
+		return err.Error()
+	}
+	const why = ": the cgroup hierarchies and the target's cgroup cannot be located"
+	if gap, ok := captureGap(e.Root, pe.Path); ok {
+		return gap + " (" + pe.Path + ")" + why
+	}
+	// Every running Linux host has its mount table: under any root but
+	// the live one, its absence is the capture's.
+	if strings.HasSuffix(pe.Path, "/mountinfo") && !e.Root.IsLive() {
+		return "the capture holds no " + pe.Path + why
+	}
+	return err.Error()
+}
+
 func checkCgroupMode(e *Env, out *Out) {
 	p, err := e.CgroupPolicy()
 	if err != nil {
-		out.NotRun(CodeCgroupModeUnknown, "host", "cgroup device policy not located", err.Error())
+		out.NotRun(CodeCgroupModeUnknown, "host", "cgroup device policy not located", policyReason(e, err))
 		return
 	}
 	ev := []report.Evidence{Ev(p.Mounts.Source, "mode "+p.Mounts.Mode.String())}
@@ -280,7 +301,7 @@ func decisionEvidence(parts []struct {
 func checkCgroupAccess(e *Env, out *Out) {
 	p, err := e.CgroupPolicy()
 	if err != nil {
-		out.NotRun(CodeCgroupUnreadable, "host", "device access not evaluated", "cgroup policy not located: "+err.Error())
+		out.NotRun(CodeCgroupUnreadable, "host", "device access not evaluated", "cgroup policy not located: "+policyReason(e, err))
 		return
 	}
 	type item struct {
@@ -440,7 +461,7 @@ func checkCgroupDrift(e *Env, out *Out) {
 	}
 	p, err := e.CgroupPolicy()
 	if err != nil {
-		out.NotRun(CodeCgroupUnreadable, "host", "drift not checked", "cgroup policy not located: "+err.Error())
+		out.NotRun(CodeCgroupUnreadable, "host", "drift not checked", "cgroup policy not located: "+policyReason(e, err))
 		return
 	}
 	devs := driftDevices(e, s)

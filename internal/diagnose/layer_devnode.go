@@ -1,11 +1,14 @@
 package diagnose
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"sort"
 	"strings"
 
 	"github.com/accel-doctor/accel-doctor/internal/devnode"
+	"github.com/accel-doctor/accel-doctor/internal/driver"
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 	"github.com/accel-doctor/accel-doctor/internal/report"
 )
@@ -175,7 +178,7 @@ func (e *Env) expectation() *devnode.Expectation {
 		var devs []devnode.Device
 		for _, d := range e.Accelerators() {
 			devs = append(devs, devnode.Device{
-				Address: d.Address.String(), Vendor: d.Vendor, Driver: d.Driver, Class: d.Class, SysfsPath: d.Path,
+				Address: d.Address.String(), Vendor: d.Vendor, Driver: e.Binding(d).Driver, Class: d.Class, SysfsPath: d.Path,
 			})
 		}
 		return devnode.Expected(e.Root, devs), nil
@@ -235,114 +238,193 @@ func nodeEv(s devnode.NodeState) report.Evidence {
 	return Ev(s.Path, v)
 }
 
+// majorView is what /proc/devices lets the check say about majors: known
+// (the file was read), and complete (every line of it parsed). A major
+// missing from a file with skipped lines is not shown unregistered.
+type majorView struct {
+	known, complete bool
+	pd              devnode.ProcDevices
+}
+
+func (m majorView) unregistered(major uint32) bool {
+	return m.known && !m.pd.CharRegistered(major)
+}
+
 func checkDevnodePresent(e *Env, out *Out) {
 	x := e.expectation()
-	majorsKnown := x.ProcDevicesErr == nil
-	if !majorsKnown {
-		out.NotRun(CodeDevnodeMajorsUnknown, "host", "driver majors unknown: /proc/devices unreadable",
-			x.ProcDevicesErr.Error(), Ev(devnode.ProcDevicesPath, x.ProcDevicesErr.Error()))
+	if len(x.Nodes) == 0 && len(e.Accelerators()) == 0 {
+		return // no accelerator, no node: nothing needs /proc/devices
 	}
-	unregistered := map[uint32][]devnode.ExpectedNode{}
-	if majorsKnown {
-		for _, n := range x.Nodes {
-			if _, skip := e.nodeSkipped(n); skip {
-				continue
-			}
-			if s := e.NodeState(n.Path); s.Err == nil && s.Exists && s.IsChar() && !x.ProcDevices.CharRegistered(s.Node.Major) {
-				unregistered[s.Node.Major] = append(unregistered[s.Node.Major], n)
-			}
-		}
-	}
-	for m := range unregistered {
-		// The finding belongs to a required node when there is one.
-		sort.SliceStable(unregistered[m], func(i, j int) bool {
-			return unregistered[m][i].Required && !unregistered[m][j].Required
-		})
-	}
+	mv := procDevicesView(x, out)
+	unregistered := e.unregisteredMajors(x, mv)
 	for _, n := range x.Nodes {
 		if len(n.Subjects) == 1 {
 			e.AddDeviceNode(n.Subjects[0], n.Path)
 		}
-		if why, skip := e.nodeSkipped(n); skip {
-			out.NotRun(CodeDevnodeSkipped, n.Path, "not checked: a lower layer failed for "+whoNeeds(n), why, needEv(n))
-			continue
-		}
-		expect := Ev("", "expected "+orUnknown(n.Dev())+" from "+n.DevSource)
-		s := e.NodeState(n.Path)
-		switch {
-		case s.Err != nil:
-			out.NotRun(CodeDevnodeUnknown, n.Path, "could not stat "+n.Path, s.Err.Error(), needEv(n), expect)
-			continue
-		case !s.Exists:
-			st, what := report.Fail, "required"
-			if !n.Required {
-				st, what = report.Warn, "optional"
-			}
-			ev := []report.Evidence{Ev(n.Path, "absent"), needEv(n), expect}
-			if s.Symlink {
-				ev[0] = Ev(n.Path, "dangling symlink to "+s.LinkTarget)
-			}
-			out.Add(CodeDevnodeMissing, st, n.Path, fmt.Sprintf("%s node %s of %s is missing", what, n.Path, whoNeeds(n)), ev...)
-			continue
-		case !s.IsChar():
-			out.Add(CodeDevnodeNotChar, report.Fail, n.Path, fmt.Sprintf("%s is a %s, not a char device (%s)", n.Path, s.Node.Type, whoNeeds(n)),
-				nodeEv(s), needEv(n), expect)
-			continue
-		}
-		// A broken optional node (a profiler's nvidia-uvm-tools) limits some
-		// uses only: WARN, as when it is missing.
-		brokenSt := report.Fail
-		if !n.Required {
-			brokenSt = report.Warn
-		}
-		bad := false
-		if n.DevKnown && (s.Node.Major != n.Major || s.Node.Minor != n.Minor) {
-			out.Add(CodeDevnodeWrongDevnum, brokenSt, n.Path,
-				fmt.Sprintf("%s is %s, the kernel published %s (%s)", n.Path, s.Node.Dev(), n.Dev(), whoNeeds(n)),
-				nodeEv(s), expect, needEv(n))
-			bad = true
-		} else if n.MajorOnly && s.Node.Major != n.Major {
-			out.Add(CodeDevnodeWrongDevnum, brokenSt, n.Path,
-				fmt.Sprintf("%s has major %d, the driver registered %d (%s)", n.Path, s.Node.Major, n.Major, whoNeeds(n)),
-				nodeEv(s), expect, needEv(n))
-			bad = true
-		}
-		if majorsKnown && !x.ProcDevices.CharRegistered(s.Node.Major) {
-			// One cause, one finding: every node of an unregistered major
-			// (nvidia-uvm and nvidia-uvm-tools share one) is listed in the
-			// finding of the first.
-			if nodes := unregistered[s.Node.Major]; nodes[0].Path == n.Path {
-				st, paths, ev := report.Warn, []string{}, []report.Evidence{}
-				for _, m := range nodes {
-					if m.Required {
-						st = report.Fail
-					}
-					paths = append(paths, m.Path)
-					ev = append(ev, nodeEv(e.NodeState(m.Path)), needEv(m))
-				}
-				ev = append(ev, Ev(devnode.ProcDevicesPath, fmt.Sprintf("no char major %d", s.Node.Major)))
-				out.Add(CodeDevnodeMajorUnregistered, st, n.Path,
-					fmt.Sprintf("no driver holds char major %d of %s: open() gives ENXIO", s.Node.Major, strings.Join(paths, ", ")), ev...)
-			}
-			bad = true
-		}
-		if bad {
-			continue
-		}
-		summary := fmt.Sprintf("%s is char %s (%s)", n.Path, s.Node.Dev(), whoNeeds(n))
-		ev := []report.Evidence{nodeEv(s), expect}
-		if majorsKnown {
-			ev = append(ev, Ev(devnode.ProcDevicesPath, fmt.Sprintf("char major %d: %s", s.Node.Major, strings.Join(x.ProcDevices.CharNames(s.Node.Major), ", "))))
-		} else {
-			summary += "; major registration not checked"
-		}
-		if !n.DevKnown && !n.MajorOnly {
-			summary += "; expected number unknown, not compared"
-		}
-		out.Add(CodeDevnodeOK, report.Pass, n.Path, summary, ev...)
+		e.checkNode(out, n, mv, unregistered)
 	}
-	// Devices with no node to check, and devices whose nodes are partly
-	// unknown.
+	e.checkDevicesWithoutNodes(out, x)
+}
+
+// procDevicesView reports a /proc/devices that could not be read
+// (NOT_RUN) or only in part (WARN naming the lines).
+func procDevicesView(x *devnode.Expectation, out *Out) majorView {
+	err := x.ProcDevicesErr
+	switch {
+	case err == nil:
+		return majorView{known: true, complete: true, pd: x.ProcDevices}
+	case errors.Is(err, devnode.ErrSkippedLines):
+		out.Add(CodeDevnodeMajorsUnknown, report.Warn, "host", "part of /proc/devices does not parse; majors missing from it are not judged",
+			Ev(devnode.ProcDevicesPath, err.Error()))
+		return majorView{known: true, pd: x.ProcDevices}
+	}
+	why := devnode.ProcDevicesProblem(err)
+	out.NotRun(CodeDevnodeMajorsUnknown, "host", "driver majors unknown: /proc/devices unreadable", why, Ev(devnode.ProcDevicesPath, why))
+	return majorView{}
+}
+
+// unregisteredMajors groups the existing char nodes whose major no driver
+// holds, so that one cause gives one finding.
+func (e *Env) unregisteredMajors(x *devnode.Expectation, mv majorView) map[uint32][]devnode.ExpectedNode {
+	out := map[uint32][]devnode.ExpectedNode{}
+	if !mv.complete {
+		return out
+	}
+	for _, n := range x.Nodes {
+		if _, skip := e.nodeSkipped(n); skip {
+			continue
+		}
+		if s := e.NodeState(n.Path); s.Err == nil && s.IsChar() && mv.unregistered(s.Node.Major) {
+			out[s.Node.Major] = append(out[s.Node.Major], n)
+		}
+	}
+	for m := range out {
+		// The finding belongs to a required node when there is one.
+		sort.SliceStable(out[m], func(i, j int) bool { return out[m][i].Required && !out[m][j].Required })
+	}
+	return out
+}
+
+// expectEv says which number the node must have and where that comes
+// from, or what was read and why it gave none.
+func expectEv(n devnode.ExpectedNode) report.Evidence {
+	switch {
+	case n.DevKnown:
+		return Ev("", "expected "+n.Dev()+" ("+n.DevSource+")")
+	case n.MajorOnly:
+		return Ev("", fmt.Sprintf("expected major %d (%s)", n.Major, n.DevSource))
+	}
+	return Ev("", "expected number not known: "+n.DevSource)
+}
+
+// checkNode judges one expected node: skipped, not captured, missing, not
+// a char device, or a char device judged by checkCharNode.
+func (e *Env) checkNode(out *Out, n devnode.ExpectedNode, mv majorView, unregistered map[uint32][]devnode.ExpectedNode) {
+	if why, skip := e.nodeSkipped(n); skip {
+		out.NotRun(CodeDevnodeSkipped, n.Path, "not checked: a lower layer failed for "+whoNeeds(n), why, needEv(n))
+		return
+	}
+	expect := expectEv(n)
+	s := e.NodeState(n.Path)
+	if s.Err != nil {
+		out.NotRun(CodeDevnodeUnknown, n.Path, "could not stat "+n.Path, s.Err.Error(), needEv(n), expect)
+		return
+	}
+	if !s.Exists {
+		if gap, ok := captureGap(e.Root, n.Path); ok {
+			out.NotRun(CodeDevnodeUnknown, n.Path, "not checked: "+gap, gap+": whether "+n.Path+" exists is not known",
+				Ev(n.Path, "not in the capture"), needEv(n), expect)
+			return
+		}
+		st, what := report.Fail, "required"
+		if !n.Required {
+			st, what = report.Warn, "optional"
+		}
+		ev := []report.Evidence{Ev(n.Path, "absent"), needEv(n), expect}
+		if s.Symlink {
+			ev[0] = Ev(n.Path, "dangling symlink to "+s.LinkTarget)
+		}
+		out.Add(CodeDevnodeMissing, st, n.Path, fmt.Sprintf("%s node %s of %s is missing", what, n.Path, whoNeeds(n)), ev...)
+		return
+	}
+	if !s.IsChar() {
+		out.Add(CodeDevnodeNotChar, report.Fail, n.Path, fmt.Sprintf("%s is a %s, not a char device (%s)", n.Path, s.Node.Type, whoNeeds(n)),
+			nodeEv(s), needEv(n), expect)
+		return
+	}
+	e.checkCharNode(out, n, s, expect, mv, unregistered)
+}
+
+// checkCharNode judges an existing char node: its number against the
+// published one, its major against /proc/devices.
+func (e *Env) checkCharNode(out *Out, n devnode.ExpectedNode, s devnode.NodeState, expect report.Evidence, mv majorView, unregistered map[uint32][]devnode.ExpectedNode) {
+	// A broken optional node (a profiler's nvidia-uvm-tools) limits some
+	// uses only: WARN, as when it is missing.
+	brokenSt := report.Fail
+	if !n.Required {
+		brokenSt = report.Warn
+	}
+	bad := false
+	if n.DevKnown && (s.Node.Major != n.Major || s.Node.Minor != n.Minor) {
+		out.Add(CodeDevnodeWrongDevnum, brokenSt, n.Path,
+			fmt.Sprintf("%s is %s, the kernel published %s (%s)", n.Path, s.Node.Dev(), n.Dev(), whoNeeds(n)),
+			nodeEv(s), expect, needEv(n))
+		bad = true
+	} else if n.MajorOnly && s.Node.Major != n.Major {
+		out.Add(CodeDevnodeWrongDevnum, brokenSt, n.Path,
+			fmt.Sprintf("%s has major %d, the driver registered %d (%s)", n.Path, s.Node.Major, n.Major, whoNeeds(n)),
+			nodeEv(s), expect, needEv(n))
+		bad = true
+	}
+	if mv.unregistered(s.Node.Major) {
+		if mv.complete {
+			e.unregisteredFinding(out, n, s.Node.Major, unregistered[s.Node.Major])
+		} else {
+			out.NotRun(CodeDevnodeMajorsUnknown, n.Path, fmt.Sprintf("registration of char major %d of %s not checked", s.Node.Major, n.Path),
+				"the major is not among the lines of /proc/devices that parse, and some lines do not", nodeEv(s), expect)
+		}
+		bad = true
+	}
+	if bad {
+		return
+	}
+	summary := fmt.Sprintf("%s is char %s (%s)", n.Path, s.Node.Dev(), whoNeeds(n))
+	ev := []report.Evidence{nodeEv(s), expect}
+	if mv.known {
+		ev = append(ev, Ev(devnode.ProcDevicesPath, fmt.Sprintf("char major %d: %s", s.Node.Major, strings.Join(mv.pd.CharNames(s.Node.Major), ", "))))
+	} else {
+		summary += "; major registration not checked"
+	}
+	if !n.DevKnown && !n.MajorOnly {
+		summary += "; expected number unknown, not compared"
+	}
+	out.Add(CodeDevnodeOK, report.Pass, n.Path, summary, ev...)
+}
+
+// unregisteredFinding: one cause, one finding. Every node of an
+// unregistered major (nvidia-uvm and nvidia-uvm-tools share one) is
+// listed in the finding of the first.
+func (e *Env) unregisteredFinding(out *Out, n devnode.ExpectedNode, major uint32, nodes []devnode.ExpectedNode) {
+	if len(nodes) == 0 || nodes[0].Path != n.Path {
+		return
+	}
+	st, paths, ev := report.Warn, []string{}, []report.Evidence{}
+	for _, m := range nodes {
+		if m.Required {
+			st = report.Fail
+		}
+		paths = append(paths, m.Path)
+		ev = append(ev, nodeEv(e.NodeState(m.Path)), needEv(m))
+	}
+	ev = append(ev, Ev(devnode.ProcDevicesPath, fmt.Sprintf("no char major %d", major)))
+	out.Add(CodeDevnodeMajorUnregistered, st, n.Path,
+		fmt.Sprintf("no driver holds char major %d of %s: open() gives ENXIO", major, strings.Join(paths, ", ")), ev...)
+}
+
+// checkDevicesWithoutNodes covers the devices, not the nodes: one whose
+// driver is not known (its driver-specific nodes cannot be named), one
+// with no node to check, and one whose nodes are partly unknown.
+func (e *Env) checkDevicesWithoutNodes(out *Out, x *devnode.Expectation) {
 	for _, d := range e.Accelerators() {
 		bdf := d.Address.String()
 		if !x.Covered[bdf] {
@@ -353,20 +435,39 @@ func checkDevnodePresent(e *Env, out *Out) {
 			}
 		}
 		var errs []string
+		if b := e.Binding(d); b.State == driver.BindUnknown {
+			errs = append(errs, "which nodes it needs depends on its driver, which is not known: "+b.Why)
+		}
 		for _, de := range x.Errors {
 			if de.Address == bdf {
-				errs = append(errs, de.Err.Error())
+				errs = append(errs, e.withGap(de.Err))
 			}
 		}
 		switch {
 		case len(errs) > 0:
 			out.NotRun(CodeDevnodeUnknown, bdf, "some device nodes of this device could not be determined", strings.Join(errs, "; "))
 		case !x.Covered[bdf]:
-			out.NotRun(CodeDevnodeNoneExpected, bdf, "no device node known for driver "+orUnknown(d.Driver),
-				"the driver registered no DRM, accel, video4linux, KFD or VFIO node for it, and it is not an NVIDIA GPU",
-				Ev(d.Path, "driver "+orUnknown(d.Driver)))
+			drv := e.Binding(d).Driver
+			why := "no DRM, accel, video4linux, KFD or VFIO node is registered for it under " + d.Path + " or /sys/class, and it is not an NVIDIA GPU"
+			if !e.Root.IsLive() {
+				why += " (a capture may not have kept them)"
+			}
+			out.NotRun(CodeDevnodeNoneExpected, bdf, "no device node known for driver "+orUnknown(drv), why,
+				Ev(d.Path, "driver "+orUnknown(drv)))
 		}
 	}
+}
+
+// withGap is err's text, and what the capture lacks when err is a path
+// the root could not have shown.
+func (e *Env) withGap(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && errors.Is(err, fs.ErrNotExist) {
+		if gap, ok := captureGap(e.Root, pe.Path); ok {
+			return err.Error() + " (" + gap + ")"
+		}
+	}
+	return err.Error()
 }
 
 func orUnknown(s string) string {
@@ -433,10 +534,16 @@ func checkDevnodeCharLink(e *Env, out *Out) {
 			continue
 		}
 		cl := s.CharLink
+		gap, notCaptured := "", false
+		if !cl.Present {
+			gap, notCaptured = captureGap(e.Root, cl.Path)
+		}
 		switch {
 		case cl.Err != nil:
 			// Could not look; say so rather than guess.
 			out.NotRun(CodeDevnodeUnknown, n.Path, "could not read "+cl.Path, cl.Err.Error(), Ev(cl.Path, cl.Err.Error()))
+		case notCaptured:
+			out.NotRun(CodeDevnodeUnknown, n.Path, "/dev/char link of "+n.Path+" not checked: "+gap, gap, Ev(cl.Path, "not in the capture"))
 		case !cl.Present:
 			out.Add(CodeDevnodeNoCharLink, report.Warn, n.Path,
 				fmt.Sprintf("%s has no %s link: systemd drops DeviceAllow for it after a daemon-reload (%s)", n.Path, cl.Path, whoNeeds(n)),

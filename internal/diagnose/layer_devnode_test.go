@@ -193,8 +193,13 @@ func TestDevnodeLayer(t *testing.T) {
 			"devnode.present DEVNODE_SKIPPED NOT_RUN /dev/dri/renderD129",
 		},
 	}, {
-		name:   "no driver on the NVIDIA GPU",
-		change: func(tr *l23Tree) { delete(tr.links, "/sys/devices/pci0000:00/"+bdfNV+"/driver") },
+		// Unbound: no driver link and, as on a real host, no NVIDIA
+		// procfs entry for the GPU either.
+		name: "no driver on the NVIDIA GPU",
+		change: func(tr *l23Tree) {
+			delete(tr.links, "/sys/devices/pci0000:00/"+bdfNV+"/driver")
+			delete(tr.files, "/proc/driver/nvidia/gpus/"+bdfNV+"/information")
+		},
 		want: []string{
 			"devnode.char-link DEVNODE_CHAR_LINK_OK PASS /dev/dri/card0",
 			"devnode.char-link DEVNODE_CHAR_LINK_OK PASS /dev/dri/renderD128",

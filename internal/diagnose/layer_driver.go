@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/accel-doctor/accel-doctor/internal/driver"
+	"github.com/accel-doctor/accel-doctor/internal/pci"
 	"github.com/accel-doctor/accel-doctor/internal/report"
 )
 
@@ -17,6 +18,7 @@ import (
 const (
 	CodeDriverBound           = "DRIVER_BOUND"
 	CodeDriverNone            = "DRIVER_NONE"
+	CodeDriverUnknown         = "DRIVER_UNKNOWN"
 	CodeDriverNouveau         = "DRIVER_NOUVEAU"
 	CodeDriverVFIOBound       = "DRIVER_VFIO_BOUND"
 	CodeDriverModuleLoaded    = "DRIVER_MODULE_LOADED"
@@ -34,8 +36,12 @@ const vendorNVIDIA = 0x10de
 var driverCodes = []Code{{
 	Code: CodeDriverBound, Layer: report.LayerDriver,
 	Title: "a kernel driver is bound to the accelerator",
-	Explain: `The PCI function's sysfs "driver" link names a kernel driver, so the kernel
-has claimed the device and can create its device nodes. A bound driver is
+	Explain: `A kernel driver has claimed the PCI function: its sysfs "driver" link names
+it, or, where a capture kept no such link, another source the kernel writes
+only for a bound device does (DRIVER= in the device's uevent, the NVIDIA
+driver's /proc/driver/nvidia/gpus/<BDF>, a DRM card registered under the
+device); the evidence says which. The kernel can then create the device's
+nodes. A bound driver is
 necessary, not sufficient: the driver may still have failed to initialise the
 hardware, and the user-space stack must match it (see DRIVER_LIBRARY_*).`,
 }, {
@@ -49,6 +55,18 @@ its module is not loaded (it failed to build for the running kernel, Secure
 Boot refused an unsigned module), the module is blacklisted, the device ID is
 too new for the installed driver, or the driver's probe failed (see dmesg).`,
 	Remediation: "Load the driver (`modprobe nvidia`, `modprobe amdgpu`, ...) and read `dmesg` for probe errors; check that the driver package supports this device ID and was built for `uname -r`; with Secure Boot, sign the module or enrol its key.",
+}, {
+	Code: CodeDriverUnknown, Layer: report.LayerDriver,
+	Title: "which driver is bound could not be determined",
+	Explain: `No source could say whether a driver drives this PCI function. The sysfs
+"driver" link is unusable (it loops, or leads to something that is not a
+driver's directory), or the tree is a capture that kept no driver links at
+all (none of its PCI functions has one), and neither DRIVER= in the device's
+uevent, nor /proc/driver/nvidia/gpus/<BDF>, nor a DRM card under the device
+tells instead. Nothing is concluded: the device is not reported as unbound,
+and the checks that depend on its driver (its module, its device nodes) say
+NOT_RUN.`,
+	Remediation: "Read the link by hand (`ls -l /sys/bus/pci/devices/<BDF>/driver`, `lspci -k -s <BDF>`) on the host; for a capture, recapture it with `accel-doctor snapshot`, which keeps the driver links.",
 }, {
 	Code: CodeDriverNouveau, Layer: report.LayerDriver,
 	Title: "nouveau is bound to an NVIDIA GPU",
@@ -148,7 +166,7 @@ func driverChecks() []Check {
 	return []Check{{
 		ID: "driver.bound", Layer: report.LayerDriver,
 		Title: "a suitable kernel driver is bound to each accelerator",
-		Codes: []string{CodeDriverBound, CodeDriverNone, CodeDriverNouveau, CodeDriverVFIOBound},
+		Codes: []string{CodeDriverBound, CodeDriverNone, CodeDriverUnknown, CodeDriverNouveau, CodeDriverVFIOBound},
 		Run:   checkDriverBound,
 	}, {
 		ID: "driver.module", Layer: report.LayerDriver,
@@ -214,64 +232,161 @@ func driverFamily(drv string) string {
 	return "driver " + drv
 }
 
+// Binding is which driver drives a PCI function, from every source the
+// root gives (driver.FindBinding), worked out once per device.
+func (e *Env) Binding(d *pci.Device) driver.Binding {
+	b, _ := memo(e, "driver.binding:"+d.Address.String(), func() (driver.Binding, error) {
+		f := driver.Function{Address: d.Address.String(), Link: d.Driver}
+		if d.Path != d.BusPath { // resolved
+			f.SysfsPath = d.Path
+		}
+		if ae := d.AttrErr("driver"); ae != nil {
+			f.LinkErr = ae
+		}
+		if inv, err := e.PCI(); err == nil {
+			f.LinksInTree = inv.DriverLinks()
+		}
+		return driver.FindBinding(e.Root, f), nil
+	})
+	return b
+}
+
+// bindingEvidence is the source that decided, and the notes of the
+// others.
+func bindingEvidence(b driver.Binding) []report.Evidence {
+	v := b.Driver
+	switch {
+	case b.State == driver.Unbound:
+		v = "absent"
+	case b.State == driver.BindUnknown:
+		v = "not known: " + b.Why
+	case v == "":
+		v = "a driver is bound; its name is not in this source"
+	}
+	if b.Via != "" && b.Via != driver.ViaLink {
+		v += " (" + b.Via + ")"
+	}
+	ev := []report.Evidence{Ev(b.Source, v)}
+	for _, n := range b.Notes {
+		ev = append(ev, Ev("", n))
+	}
+	return ev
+}
+
+// boundSummary says what is bound, and from where when it is not the
+// driver link.
+func boundSummary(b driver.Binding) string {
+	s := "bound to " + driverFamily(b.Driver)
+	if b.Driver == "" {
+		s = "a driver is bound (its name is not in the capture)"
+	}
+	if b.Via != driver.ViaLink {
+		s += ", read from " + b.Via
+	}
+	return s
+}
+
 func checkDriverBound(e *Env, out *Out) {
 	for _, d := range e.Accelerators() {
 		bdf := d.Address.String()
-		link := d.Path + "/driver"
-		ids := Ev(d.Path, fmt.Sprintf("vendor:device %s, class %06x", d.IDString(), d.Class))
+		b := e.Binding(d)
+		ev := append(bindingEvidence(b), Ev(d.Path, fmt.Sprintf("vendor:device %s, class %s", d.IDString(), classString(d))))
 		switch {
-		case d.Driver == "":
-			out.Add(CodeDriverNone, report.Fail, bdf, "no kernel driver is bound", Ev(link, "absent"), ids)
-		case d.Driver == "nouveau" && d.Vendor == vendorNVIDIA:
-			out.Add(CodeDriverNouveau, report.Fail, bdf, "nouveau is bound to this NVIDIA GPU; CUDA needs the nvidia driver", Ev(link, d.Driver), ids)
-		case isPassthroughDriver(d.Driver):
+		case b.State == driver.BindUnknown:
+			out.NotRun(CodeDriverUnknown, bdf, "which driver is bound is not known", b.Why, ev...)
+		case b.State == driver.Unbound:
+			out.Add(CodeDriverNone, report.Fail, bdf, "no kernel driver is bound", ev...)
+		case b.Driver == "" && d.Vendor == vendorNVIDIA:
+			out.NotRun(CodeDriverUnknown, bdf, "a driver is bound, but not which one",
+				"only "+b.Via+" shows the binding; whether it is nvidia or nouveau cannot be told", ev...)
+		case b.Driver == "nouveau" && d.Vendor == vendorNVIDIA:
+			out.Add(CodeDriverNouveau, report.Fail, bdf, "nouveau is bound to this NVIDIA GPU; CUDA needs the nvidia driver", ev...)
+		case isPassthroughDriver(b.Driver):
 			out.Add(CodeDriverVFIOBound, report.Warn, bdf,
-				fmt.Sprintf("bound to %s for passthrough; containers using the native stack cannot use it (fine if a VM or user-space driver is meant to have it)", d.Driver),
-				Ev(link, d.Driver), ids)
+				fmt.Sprintf("bound to %s for passthrough; containers using the native stack cannot use it (fine if a VM or user-space driver is meant to have it)", b.Driver),
+				ev...)
 		default:
-			out.Add(CodeDriverBound, report.Pass, bdf, "bound to "+driverFamily(d.Driver), Ev(link, d.Driver), ids)
+			out.Add(CodeDriverBound, report.Pass, bdf, boundSummary(b), ev...)
 		}
 	}
 }
 
+// classString is the class for evidence, or what was wrong with it.
+func classString(d *pci.Device) string {
+	if d.Has(pci.HasClass) {
+		return fmt.Sprintf("%06x", d.Class)
+	}
+	return d.AttrState("class")
+}
+
 func checkDriverModule(e *Env, out *Out) {
 	for _, d := range e.Accelerators() {
-		if d.Driver == "" {
-			continue // driver.bound has said it
-		}
+		b := e.Binding(d)
 		bdf := d.Address.String()
-		m, err := e.DriverModule(d.Driver)
-		dir := "/sys/module/" + m.Name
-		if !m.Present {
-			reason := "no " + dir + " on this root: an incomplete capture, or /sys is not the host's"
-			if err != nil {
-				reason = err.Error()
-			}
-			out.NotRun(CodeDriverModuleUnknown, bdf, fmt.Sprintf("module of driver %s not found", d.Driver), reason, Ev(dir, "absent"))
+		switch {
+		case b.State != driver.Bound:
+			continue // driver.bound has said it
+		case b.Driver == "":
+			out.NotRun(CodeDriverModuleUnknown, bdf, "module of the bound driver not checked",
+				"the driver's name is not known: only "+b.Via+" shows the binding", bindingEvidence(b)...)
 			continue
 		}
-		ev := []report.Evidence{Ev(dir+"/version", optString(m.Version, "no version attribute"))}
+		m, err := e.DriverModule(b.Driver)
+		if !m.Present {
+			out.NotRun(CodeDriverModuleUnknown, bdf, fmt.Sprintf("module of driver %s not found", b.Driver),
+				moduleMissing(e, m, err), Ev("/sys/module/"+m.Name, "absent"))
+			continue
+		}
+		judgeModule(out, bdf, b.Driver, m, err)
+	}
+}
+
+// moduleMissing says why a module was not found, and whether the root
+// could have shown it.
+func moduleMissing(e *Env, m driver.Module, err error) string {
+	if err != nil && m.Missing == "" {
+		return err.Error()
+	}
+	why := m.Missing
+	if gap, ok := captureGap(e.Root, "/sys/module/"+m.Name); ok {
+		why = gap + "; " + why
+	} else {
+		why += ": an incomplete capture, or /sys is not the host's"
+	}
+	if err != nil {
+		why += " (" + err.Error() + ")"
+	}
+	return why
+}
+
+func judgeModule(out *Out, bdf, drv string, m driver.Module, err error) {
+	dir := m.Source
+	ev := []report.Evidence{}
+	if m.Source == driver.ProcModulesPath {
+		ev = append(ev, Ev(driver.ProcModulesPath, fmt.Sprintf("%s listed, state %s (/sys/module/%s absent)", m.Name, optString(m.InitState, "?"), m.Name)))
+	} else {
+		ev = append(ev, Ev(dir+"/version", optString(m.Version, "no version attribute")))
 		if m.InitState != nil {
 			ev = append(ev, Ev(dir+"/initstate", *m.InitState))
 		}
-		if err != nil {
-			ev = append(ev, Ev("", "read error: "+err.Error()))
-		}
-		ver := ""
-		if m.Version != nil {
-			ver = " version " + *m.Version
-		}
-		switch {
-		case m.BuiltIn:
-			out.Add(CodeDriverModuleBuiltin, report.Pass, bdf, fmt.Sprintf("%s is built into the kernel%s", m.Name, ver), ev...)
-		case m.InitState != nil && *m.InitState != "live":
-			out.Add(CodeDriverModuleNotLive, report.Warn, bdf, fmt.Sprintf("module %s is %q, not live", m.Name, *m.InitState), ev...)
-		case m.InitState == nil:
-			out.NotRun(CodeDriverModuleUnknown, bdf, fmt.Sprintf("state of module %s unknown", m.Name),
-				"its initstate could not be read: "+fmt.Sprint(err), ev...)
-		default:
-			out.Add(CodeDriverModuleLoaded, report.Pass, bdf, fmt.Sprintf("module %s (%s) loaded%s", m.Name, driverFamily(d.Driver), ver), ev...)
-		}
+	}
+	if err != nil {
+		ev = append(ev, Ev("", "read error: "+err.Error()))
+	}
+	ver := ""
+	if m.Version != nil {
+		ver = " version " + *m.Version
+	}
+	switch {
+	case m.BuiltIn:
+		out.Add(CodeDriverModuleBuiltin, report.Pass, bdf, fmt.Sprintf("%s is built into the kernel%s", m.Name, ver), ev...)
+	case m.InitState != nil && *m.InitState != "live":
+		out.Add(CodeDriverModuleNotLive, report.Warn, bdf, fmt.Sprintf("module %s is %q, not live", m.Name, *m.InitState), ev...)
+	case m.InitState == nil:
+		out.NotRun(CodeDriverModuleUnknown, bdf, fmt.Sprintf("state of module %s unknown", m.Name),
+			"its initstate could not be read: "+fmt.Sprint(err), ev...)
+	default:
+		out.Add(CodeDriverModuleLoaded, report.Pass, bdf, fmt.Sprintf("module %s (%s) loaded%s", m.Name, driverFamily(drv), ver), ev...)
 	}
 }
 
@@ -285,7 +400,7 @@ func optString(s *string, absent string) string {
 func checkNVIDIALibs(e *Env, out *Out) {
 	var gpus []string
 	for _, d := range e.Accelerators() {
-		if d.Driver == "nvidia" {
+		if e.Binding(d).Driver == "nvidia" {
 			gpus = append(gpus, d.Address.String())
 		}
 	}
@@ -301,8 +416,15 @@ func checkNVIDIALibs(e *Env, out *Out) {
 			out.Add(CodeDriverNVIDIAProc, report.Fail, "host",
 				driver.NVIDIAVersionPath+" is missing although a GPU is bound to nvidia", Ev(driver.NVIDIAVersionPath, err.Error()), bound)
 		} else {
+			why := err.Error()
+			if gap, ok := captureGap(e.Root, driver.NVIDIAVersionPath); ok {
+				why = gap
+			} else if errors.Is(err, fs.ErrNotExist) && e.Root.Exists(driver.NVIDIAGPUsDir) {
+				// nv-procfs.c creates version and gpus/ together.
+				why = driver.NVIDIAVersionPath + " is absent although " + driver.NVIDIAGPUsDir + " is there: the capture kept only part of the NVIDIA procfs"
+			}
 			out.NotRun(CodeDriverNVIDIAProc, "host", "NVIDIA kernel module version unknown",
-				"cannot read the module version to compare with the libraries: "+err.Error(), Ev(driver.NVIDIAVersionPath, err.Error()), bound)
+				"cannot read the module version to compare with the libraries: "+why, Ev(driver.NVIDIAVersionPath, err.Error()), bound)
 		}
 		return
 	}

@@ -90,9 +90,83 @@ func TestDriverLayer(t *testing.T) {
 			"driver.module DRIVER_MODULE_LOADED PASS 0000:17:00.0",
 		},
 	}, {
-		name:   "no driver",
+		// A host shows driver links (its root port binds pcieport): the
+		// GPU without one is unbound.
+		name: "no driver",
+		change: func(tr *l23Tree) {
+			delete(tr.links, "/sys/devices/pci0000:00/0000:17:00.0/driver")
+			tr.pciDev("0000:00:01.0", "0x8086", "0x347a", "0x060400", "pcieport")
+		},
+		want: []string{"driver.bound DRIVER_NONE FAIL 0000:17:00.0"},
+	}, {
+		// A capture that kept no driver links at all says nothing about
+		// the binding: NOT_RUN, not FAIL.
+		name:   "capture without driver links",
 		change: func(tr *l23Tree) { delete(tr.links, "/sys/devices/pci0000:00/0000:17:00.0/driver") },
-		want:   []string{"driver.bound DRIVER_NONE FAIL 0000:17:00.0"},
+		want:   []string{"driver.bound DRIVER_UNKNOWN NOT_RUN 0000:17:00.0"},
+	}, {
+		// hwloc's POWER9 capture: no driver link, but the NVIDIA driver's
+		// procfs entry for the GPU.
+		name: "no driver link, NVIDIA procfs entry",
+		change: func(tr *l23Tree) {
+			delete(tr.links, "/sys/devices/pci0000:00/0000:17:00.0/driver")
+			tr.files["/proc/driver/nvidia/gpus/0000:17:00.0/numa_status"] = "Node: 255\n"
+		},
+		want: []string{
+			"driver.bound DRIVER_BOUND PASS 0000:17:00.0",
+			"driver.module DRIVER_MODULE_LOADED PASS 0000:17:00.0",
+			"driver.nvidia-libs DRIVER_LIBRARY_MATCH PASS host",
+			"driver.nvidia-libs DRIVER_LIBRARY_MATCH PASS host",
+		},
+	}, {
+		// A capture with /proc/modules but no /sys/module still shows
+		// the module loaded; one still loading is a WARN.
+		name: "module only in /proc/modules",
+		change: func(tr *l23Tree) {
+			delete(tr.files, "/sys/module/nvidia/initstate")
+			delete(tr.files, "/sys/module/nvidia/version")
+			delete(tr.links, "/sys/bus/pci/drivers/nvidia/module")
+			tr.files["/proc/modules"] = "nvidia 56455168 2 nvidia_uvm, Live 0x0000000000000000 (POE)\n"
+		},
+		want: []string{
+			"driver.bound DRIVER_BOUND PASS 0000:17:00.0",
+			"driver.module DRIVER_MODULE_LOADED PASS 0000:17:00.0",
+			"driver.nvidia-libs DRIVER_LIBRARY_MATCH PASS host",
+			"driver.nvidia-libs DRIVER_LIBRARY_MATCH PASS host",
+		},
+	}, {
+		name: "module loading, from /proc/modules",
+		change: func(tr *l23Tree) {
+			delete(tr.files, "/sys/module/nvidia/initstate")
+			delete(tr.files, "/sys/module/nvidia/version")
+			delete(tr.links, "/sys/bus/pci/drivers/nvidia/module")
+			tr.files["/proc/modules"] = "nvidia 56455168 2 - Loading 0x0000000000000000\n"
+		},
+		want: []string{
+			"driver.bound DRIVER_BOUND PASS 0000:17:00.0",
+			"driver.module DRIVER_MODULE_NOT_LIVE WARN 0000:17:00.0",
+			"driver.nvidia-libs DRIVER_LIBRARY_MATCH PASS host",
+			"driver.nvidia-libs DRIVER_LIBRARY_MATCH PASS host",
+		},
+	}, {
+		name: "no module list at all",
+		change: func(tr *l23Tree) {
+			delete(tr.files, "/sys/module/nvidia/initstate")
+			delete(tr.files, "/sys/module/nvidia/version")
+			delete(tr.links, "/sys/bus/pci/drivers/nvidia/module")
+		},
+		want: []string{
+			"driver.bound DRIVER_BOUND PASS 0000:17:00.0",
+			"driver.module DRIVER_MODULE_UNKNOWN NOT_RUN 0000:17:00.0",
+			"driver.nvidia-libs DRIVER_LIBRARY_MATCH PASS host",
+			"driver.nvidia-libs DRIVER_LIBRARY_MATCH PASS host",
+		},
+	}, {
+		name: "driver link loops",
+		change: func(tr *l23Tree) {
+			tr.links["/sys/devices/pci0000:00/0000:17:00.0/driver"] = "driver"
+		},
+		want: []string{"driver.bound DRIVER_UNKNOWN NOT_RUN 0000:17:00.0"},
 	}, {
 		name: "mixed host: vfio, amdgpu without version, built-in i915, module going",
 		change: func(tr *l23Tree) {

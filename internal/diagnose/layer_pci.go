@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/accel-doctor/accel-doctor/internal/driver"
 	"github.com/accel-doctor/accel-doctor/internal/pci"
 	"github.com/accel-doctor/accel-doctor/internal/report"
 )
@@ -163,34 +164,54 @@ func (e *Env) PCI() (*pci.Inventory, error) {
 }
 
 // Accelerators returns the accelerators the run is about, in address
-// order: every function pci.IsAccelerator accepts, or, when --device
-// names addresses, exactly those functions that exist, whatever their
-// class (the operator knows which device they mean, and an accelerator of
-// an unlisted vendor must still be checkable). Nil when the scan failed.
+// order: every function pci.IsAccelerator accepts, or whose class could not
+// be read but whose binding shows an accelerator driver (a GPU the NVIDIA
+// driver lists in /proc/driver/nvidia/gpus keeps its place in layers 2-3
+// whatever its class file says), or, when --device names addresses,
+// exactly those functions that exist, whatever their class (the operator
+// knows which device they mean, and an accelerator of an unlisted vendor
+// must still be checkable). Nil when the scan failed.
 func (e *Env) Accelerators() []*pci.Device {
-	inv, err := e.PCI()
-	if err != nil || inv == nil {
-		return nil
-	}
-	var out []*pci.Device
-	for _, d := range inv.Devices {
-		id := d.Address.String()
-		if len(e.Opts.Devices) > 0 {
-			if e.WantDevice(id) {
+	accs, _ := memo(e, "pci.accelerators", func() ([]*pci.Device, error) {
+		inv, err := e.PCI()
+		if err != nil || inv == nil {
+			return nil, err
+		}
+		var out []*pci.Device
+		for _, d := range inv.Devices {
+			if len(e.Opts.Devices) > 0 {
+				if e.WantDevice(d.Address.String()) {
+					out = append(out, d)
+				}
+			} else if _, ok := e.accelKind(d); ok {
 				out = append(out, d)
 			}
-			continue
 		}
-		if _, ok := pci.IsAccelerator(d); ok {
-			out = append(out, d)
-		}
-	}
-	return out
+		return out, nil
+	})
+	return accs
 }
 
-// accelKind is the report kind of a selected device.
-func accelKind(d *pci.Device) string {
-	if k, ok := pci.IsAccelerator(d); ok {
+// accelKind classifies a function: by its ids and class (pci.IsAccelerator,
+// which also takes the driver link when the class is unknown), and, for a
+// function whose class is unknown, by the driver that other sources show.
+func (e *Env) accelKind(d *pci.Device) (string, bool) {
+	if k, ok := pci.IsAccelerator(d); ok || d.Has(pci.HasClass) {
+		return k, ok
+	}
+	b := e.Binding(d)
+	if k, ok := pci.AcceleratorDriver(b.Driver); ok {
+		return k, true
+	}
+	if b.Via == driver.ViaDRM {
+		return pci.KindGPU, true // only a display controller registers a DRM card
+	}
+	return "", false
+}
+
+// reportKind is the report kind of a selected device.
+func (e *Env) reportKind(d *pci.Device) string {
+	if k, ok := e.accelKind(d); ok {
 		return k
 	}
 	return pci.KindOther
@@ -209,6 +230,43 @@ func checkPCIInventory(e *Env, out *Out) {
 	for _, err := range inv.Errors {
 		out.Add(CodePCIReadError, report.Warn, "host", "a PCI bus entry or pci.ids could not be read", Ev("", err.Error()))
 	}
+	devicesNotFound(e, inv, out)
+	for _, d := range inv.Devices {
+		if len(d.Errors) > 0 && e.WantDevice(d.Address.String()) {
+			readErrorFinding(e, out, d)
+		}
+	}
+	accs := e.Accelerators()
+	if len(accs) == 0 && len(e.Opts.Devices) == 0 {
+		out.Add(CodePCINoAccelerator, report.Pass, "host",
+			fmt.Sprintf("no accelerator on the PCI bus (%d functions scanned)", len(inv.Devices)),
+			Ev(pci.DevicesDir, fmt.Sprintf("%d functions", len(inv.Devices))), idsEvidence(inv))
+		return
+	}
+	for _, d := range accs {
+		kind := e.reportKind(d)
+		desc := describe(d)
+		out.Add(CodePCIAccelPresent, report.Pass, d.Address.String(), kind+": "+desc, deviceEvidence(e, inv, d)...)
+		rd := report.Device{
+			ID: d.Address.String(), Kind: kind, Vendor: vendorLabel(d), Name: deviceLabel(d),
+			Driver: reportDriver(e.Binding(d)), Description: desc,
+		}
+		rd.NUMANode = e.reportNUMA(d)
+		e.AddDevice(rd)
+	}
+}
+
+// reportDriver is the report's driver of a device: its name, "" when it
+// is unbound, and "unknown" when a driver may be bound but no source names
+// it (the report would otherwise say "no driver" of a device that has one).
+func reportDriver(b driver.Binding) string {
+	if b.Driver == "" && b.State != driver.Unbound {
+		return "unknown"
+	}
+	return b.Driver
+}
+
+func devicesNotFound(e *Env, inv *pci.Inventory, out *Out) {
 	for _, want := range e.Opts.Devices {
 		a, err := pci.ParseAddress(want)
 		if err != nil || inv.Lookup(a) == nil {
@@ -219,41 +277,45 @@ func checkPCIInventory(e *Env, out *Out) {
 			out.Add(CodePCIDeviceNotFound, report.Fail, want, "no PCI function "+want+" on this host", ev)
 		}
 	}
-	for _, d := range inv.Devices {
-		if len(d.Errors) == 0 || !e.WantDevice(d.Address.String()) {
+}
+
+// readErrorFinding reports the attributes of a function that could not be
+// used, each as absent, unreadable or malformed. In a tree that is not the
+// live host, mandatory attributes absent (the kernel creates them for every
+// function) and links copied as directories are what the capture lacks:
+// NOT_RUN, since nothing about the device is wrong. Anything else
+// unreadable or malformed is a WARN naming the path.
+func readErrorFinding(e *Env, out *Out, d *pci.Device) {
+	var ev []report.Evidence
+	var parts []string
+	onlyAbsent := true
+	for _, err := range d.Errors {
+		var ae *pci.AttrError
+		if !errors.As(err, &ae) {
+			ev, onlyAbsent = append(ev, Ev("", err.Error())), false
+			parts = append(parts, "its sysfs directory")
 			continue
 		}
-		var ev []report.Evidence
-		for _, err := range d.Errors {
-			ev = append(ev, Ev("", err.Error()))
-		}
-		out.Add(CodePCIReadError, report.Warn, d.Address.String(),
-			fmt.Sprintf("%d sysfs attribute(s) of this function could not be read", len(d.Errors)), ev...)
+		ev = append(ev, Ev(ae.Path, ae.Problem.String()+": "+innerErr(ae.Err)))
+		parts = append(parts, ae.Attr+" "+ae.Problem.String())
+		onlyAbsent = onlyAbsent && (ae.Problem == pci.Absent || errors.Is(ae, pci.ErrLinkCopied))
 	}
-
-	accs := e.Accelerators()
-	if len(accs) == 0 && len(e.Opts.Devices) == 0 {
-		out.Add(CodePCINoAccelerator, report.Pass, "host",
-			fmt.Sprintf("no accelerator on the PCI bus (%d functions scanned)", len(inv.Devices)),
-			Ev(pci.DevicesDir, fmt.Sprintf("%d functions", len(inv.Devices))), idsEvidence(inv))
+	summary := "sysfs attributes not usable: " + strings.Join(parts, ", ")
+	if onlyAbsent && !e.Root.IsLive() {
+		out.NotRun(CodePCIReadError, d.Address.String(), summary,
+			"the capture lacks attributes the kernel creates for every PCI function; what needs them is not judged", ev...)
 		return
 	}
-	for _, d := range accs {
-		kind := accelKind(d)
-		desc := describe(d)
-		out.Add(CodePCIAccelPresent, report.Pass, d.Address.String(), kind+": "+desc, deviceEvidence(inv, d)...)
-		rd := report.Device{
-			ID: d.Address.String(), Kind: kind, Vendor: vendorLabel(d), Name: deviceLabel(d),
-			Driver: d.Driver, Description: desc,
-		}
-		// -1 is the kernel's "no node": the report omits it rather than
-		// show a node that does not exist.
-		if d.NUMANode != nil && *d.NUMANode >= 0 {
-			n := *d.NUMANode
-			rd.NUMANode = &n
-		}
-		e.AddDevice(rd)
+	out.Add(CodePCIReadError, report.Warn, d.Address.String(), summary, ev...)
+}
+
+// innerErr drops the path a hostfs error repeats: the evidence names it.
+func innerErr(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Op + ": " + pe.Err.Error()
 	}
+	return err.Error()
 }
 
 func idsEvidence(inv *pci.Inventory) report.Evidence {
@@ -322,8 +384,8 @@ func intOr(p *int, absent string) string {
 	return fmt.Sprint(*p)
 }
 
-func deviceEvidence(inv *pci.Inventory, d *pci.Device) []report.Evidence {
-	class := "unreadable"
+func deviceEvidence(e *Env, inv *pci.Inventory, d *pci.Device) []report.Evidence {
+	class := d.AttrState("class")
 	if d.Has(pci.HasClass) {
 		class = fmt.Sprintf("0x%06x", d.Class)
 		if d.ClassName != "" {
@@ -342,16 +404,8 @@ func deviceEvidence(inv *pci.Inventory, d *pci.Device) []report.Evidence {
 		}
 		ev = append(ev, Ev(d.AttrPath("subsystem_vendor")+" + subsystem_device", sub))
 	}
-	drv := d.Driver
-	if drv == "" {
-		drv = "none bound"
-	}
-	ev = append(ev, Ev(d.AttrPath("driver"), drv))
-	numa := intOr(d.NUMANode, "absent")
-	if d.NUMANode != nil && *d.NUMANode < 0 {
-		numa += " (no node)"
-	}
-	ev = append(ev, Ev(d.AttrPath("numa_node"), numa))
+	ev = append(ev, bindingEvidence(e.Binding(d))...)
+	ev = append(ev, numaEvidence(d))
 	if d.IOMMUGroup != nil {
 		ev = append(ev, Ev(d.AttrPath("iommu_group"), fmt.Sprint(*d.IOMMUGroup)))
 	}
@@ -383,25 +437,38 @@ func deviceEvidence(inv *pci.Inventory, d *pci.Device) []report.Evidence {
 	return append(ev, idsEvidence(inv))
 }
 
+// numaEvidence is numa_node as read, or whether it is absent,
+// unreadable or malformed.
+func numaEvidence(d *pci.Device) report.Evidence {
+	if d.NUMANode == nil {
+		return Ev(d.AttrPath("numa_node"), d.AttrState("numa_node"))
+	}
+	v := fmt.Sprint(*d.NUMANode)
+	if *d.NUMANode < 0 {
+		v += " (no node)"
+	}
+	return Ev(d.AttrPath("numa_node"), v)
+}
+
 // linkEvidence is the four sysfs files of a link.
 func linkEvidence(d *pci.Device) []report.Evidence {
-	sp := func(s *pci.LinkSpeed) string {
+	sp := func(name string, s *pci.LinkSpeed) report.Evidence {
 		if s == nil {
-			return "absent"
+			return Ev(d.AttrPath(name), d.AttrState(name))
 		}
-		return s.Raw
+		return Ev(d.AttrPath(name), s.Raw)
 	}
-	w := func(raw string) string {
-		if raw == "" {
-			return "absent"
+	w := func(name, raw string) report.Evidence {
+		if ae := d.AttrErr(name); ae != nil || raw == "" {
+			return Ev(d.AttrPath(name), d.AttrState(name))
 		}
-		return raw
+		return Ev(d.AttrPath(name), raw)
 	}
 	return []report.Evidence{
-		Ev(d.AttrPath("current_link_speed"), sp(d.Link.CurrentSpeed)),
-		Ev(d.AttrPath("max_link_speed"), sp(d.Link.MaxSpeed)),
-		Ev(d.AttrPath("current_link_width"), w(d.Link.CurrentWidthRaw)),
-		Ev(d.AttrPath("max_link_width"), w(d.Link.MaxWidthRaw)),
+		sp("current_link_speed", d.Link.CurrentSpeed),
+		sp("max_link_speed", d.Link.MaxSpeed),
+		w("current_link_width", d.Link.CurrentWidthRaw),
+		w("max_link_width", d.Link.MaxWidthRaw),
 	}
 }
 
@@ -423,90 +490,116 @@ func checkPCILink(e *Env, out *Out) {
 		return // pci.inventory has said NOT_RUN for the whole bus
 	}
 	for _, d := range e.Accelerators() {
-		if d.IsVF() {
-			continue
+		if !d.IsVF() {
+			judgeLink(e, inv, out, d)
 		}
-		bdf := d.Address.String()
-		ev := linkEvidence(d)
-		l := d.Link
-		if l.CurrentSpeed == nil && l.MaxSpeed == nil && l.CurrentWidth == nil && l.MaxWidth == nil {
-			reason := "no link attributes in sysfs: not a PCIe function, or a hypervisor that hides the link"
-			for _, err := range d.Errors {
-				if strings.Contains(err.Error(), "link_") {
-					reason = "link attributes unreadable: " + err.Error()
-				}
+	}
+}
+
+// linkAttrs are the four sysfs attributes of a PCIe link.
+var linkAttrs = []string{"current_link_speed", "max_link_speed", "current_link_width", "max_link_width"}
+
+// linkCeiling is the most a link can train to: the device's maximum,
+// lowered to the upstream port's when the port supports less.
+type linkCeiling struct {
+	width, mtps int
+	limited     []string // what the port limits, for the summary
+}
+
+func ceiling(inv *pci.Inventory, d *pci.Device, widthKnown, speedKnown bool) (linkCeiling, *report.Evidence) {
+	var c linkCeiling
+	if widthKnown {
+		c.width = *d.Link.MaxWidth
+	}
+	if speedKnown {
+		c.mtps = d.Link.MaxSpeed.MTps
+	}
+	if len(d.Bridges) == 0 {
+		return c, nil
+	}
+	port := inv.Lookup(d.Bridges[len(d.Bridges)-1])
+	if port == nil {
+		return c, nil
+	}
+	pl := port.Link
+	if widthKnown && pl.MaxWidth != nil && *pl.MaxWidth > 0 && *pl.MaxWidth < c.width {
+		c.width = *pl.MaxWidth
+		c.limited = append(c.limited, fmt.Sprintf("x%d", c.width))
+	}
+	if speedKnown && pl.MaxSpeed != nil && pl.MaxSpeed.Known() && pl.MaxSpeed.MTps < c.mtps {
+		c.mtps = pl.MaxSpeed.MTps
+		c.limited = append(c.limited, pl.MaxSpeed.String())
+	}
+	if len(c.limited) == 0 {
+		return c, nil
+	}
+	ev := Ev(port.AttrPath("max_link_width"), "upstream port "+port.Address.String()+" supports at most "+strings.Join(c.limited, ", "))
+	return c, &ev
+}
+
+func judgeLink(e *Env, inv *pci.Inventory, out *Out, d *pci.Device) {
+	bdf := d.Address.String()
+	ev := linkEvidence(d)
+	l := d.Link
+	if l.CurrentSpeed == nil && l.MaxSpeed == nil && l.CurrentWidth == nil && l.MaxWidth == nil {
+		reason := "no link attributes in sysfs: not a PCIe function, or a hypervisor that hides the link"
+		if !e.Root.IsLive() {
+			reason += ", or a capture that did not keep them"
+		}
+		for _, a := range linkAttrs {
+			if ae := d.AttrErr(a); ae != nil {
+				reason = "link attributes not usable: " + a + " " + ae.Problem.String() + ": " + ae.Error()
 			}
-			out.NotRun(CodePCILinkUnknown, bdf, "PCIe link state not available", reason, ev...)
-			continue
 		}
-		widthKnown := l.CurrentWidth != nil && l.MaxWidth != nil && *l.CurrentWidth > 0 && *l.MaxWidth > 0
-		speedKnown := l.CurrentSpeed != nil && l.MaxSpeed != nil && l.CurrentSpeed.Known() && l.MaxSpeed.Known()
-		if !widthKnown && !speedKnown {
-			out.NotRun(CodePCILinkUnknown, bdf, "PCIe link state not available",
-				"the kernel reports the link as unknown or down (speed \"Unknown\" or width 0), or its values did not parse", ev...)
-			continue
+		out.NotRun(CodePCILinkUnknown, bdf, "PCIe link state not available", reason, ev...)
+		return
+	}
+	widthKnown := l.CurrentWidth != nil && l.MaxWidth != nil && *l.CurrentWidth > 0 && *l.MaxWidth > 0
+	speedKnown := l.CurrentSpeed != nil && l.MaxSpeed != nil && l.CurrentSpeed.Known() && l.MaxSpeed.Known()
+	if !widthKnown && !speedKnown {
+		out.NotRun(CodePCILinkUnknown, bdf, "PCIe link state not available",
+			"the kernel reports the link as unknown or down (speed \"Unknown\" or width 0), or its values did not parse", ev...)
+		return
+	}
+	c, portEv := ceiling(inv, d, widthKnown, speedKnown)
+	if portEv != nil {
+		ev = append(ev, *portEv)
+	}
+	var cur []string
+	if speedKnown {
+		cur = append(cur, l.CurrentSpeed.String())
+	}
+	if widthKnown {
+		cur = append(cur, fmt.Sprintf("x%d", *l.CurrentWidth))
+	}
+	maxSpeed := (pci.LinkSpeed{MTps: c.mtps}).String()
+	switch {
+	case widthKnown && *l.CurrentWidth < c.width:
+		s := fmt.Sprintf("link trained at x%d of x%d", *l.CurrentWidth, c.width)
+		if speedKnown && l.CurrentSpeed.MTps < c.mtps {
+			s += fmt.Sprintf(", %s of %s", l.CurrentSpeed, maxSpeed)
 		}
-		maxW, maxS := 0, 0
-		if widthKnown {
-			maxW = *l.MaxWidth
+		out.Add(CodePCILinkDegraded, report.Warn, bdf, s, ev...)
+	case speedKnown && l.CurrentSpeed.MTps < c.mtps:
+		out.Add(CodePCILinkSpeedReduced, report.Warn, bdf,
+			fmt.Sprintf("link at %s of %s (full width); devices lower the speed when idle: re-check under load",
+				l.CurrentSpeed, maxSpeed), ev...)
+	case !widthKnown || !speedKnown:
+		out.NotRun(CodePCILinkUnknown, bdf, "PCIe link only partly known ("+strings.Join(cur, " ")+")",
+			"the kernel reports the other half of the link as unknown", ev...)
+	default:
+		s := "link at " + strings.Join(cur, " ") + ", its maximum"
+		if len(c.limited) > 0 {
+			s += " (limited by the upstream port)"
 		}
-		if speedKnown {
-			maxS = l.MaxSpeed.MTps
-		}
-		var limited []string
-		if len(d.Bridges) > 0 {
-			if port := inv.Lookup(d.Bridges[len(d.Bridges)-1]); port != nil {
-				pl := port.Link
-				if widthKnown && pl.MaxWidth != nil && *pl.MaxWidth > 0 && *pl.MaxWidth < maxW {
-					maxW = *pl.MaxWidth
-					limited = append(limited, fmt.Sprintf("x%d", maxW))
-				}
-				if speedKnown && pl.MaxSpeed != nil && pl.MaxSpeed.Known() && pl.MaxSpeed.MTps < maxS {
-					maxS = pl.MaxSpeed.MTps
-					limited = append(limited, pl.MaxSpeed.String())
-				}
-				if len(limited) > 0 {
-					ev = append(ev, Ev(port.AttrPath("max_link_width"), "upstream port "+port.Address.String()+" supports at most "+strings.Join(limited, ", ")))
-				}
-			}
-		}
-		cur := func() string {
-			var s []string
-			if speedKnown {
-				s = append(s, l.CurrentSpeed.String())
-			}
-			if widthKnown {
-				s = append(s, fmt.Sprintf("x%d", *l.CurrentWidth))
-			}
-			return strings.Join(s, " ")
-		}()
-		switch {
-		case widthKnown && *l.CurrentWidth < maxW:
-			s := fmt.Sprintf("link trained at x%d of x%d", *l.CurrentWidth, maxW)
-			if speedKnown && l.CurrentSpeed.MTps < maxS {
-				s += fmt.Sprintf(", %s of %s", l.CurrentSpeed, (pci.LinkSpeed{MTps: maxS}).String())
-			}
-			out.Add(CodePCILinkDegraded, report.Warn, bdf, s, ev...)
-		case speedKnown && l.CurrentSpeed.MTps < maxS:
-			out.Add(CodePCILinkSpeedReduced, report.Warn, bdf,
-				fmt.Sprintf("link at %s of %s (full width); devices lower the speed when idle: re-check under load",
-					l.CurrentSpeed, (pci.LinkSpeed{MTps: maxS}).String()), ev...)
-		case !widthKnown || !speedKnown:
-			out.NotRun(CodePCILinkUnknown, bdf, "PCIe link only partly known ("+cur+")",
-				"the kernel reports the other half of the link as unknown", ev...)
-		default:
-			s := "link at " + cur + ", its maximum"
-			if len(limited) > 0 {
-				s += " (limited by the upstream port)"
-			}
-			out.Add(CodePCILinkOK, report.Pass, bdf, s, ev...)
-		}
+		out.Add(CodePCILinkOK, report.Pass, bdf, s, ev...)
 	}
 }
 
 // checkPCINUMA: a device without a node matters only where there is more
 // than one node. On a single-node host it is PASS (locality cannot be
-// wrong there); when the node list cannot be read, NOT_RUN.
+// wrong there); when the node list cannot be read, NOT_RUN. A device whose
+// numa_node the tree lacks is placed by its local CPUs (cpuLocality).
 func checkPCINUMA(e *Env, out *Out) {
 	if _, err := e.PCI(); err != nil {
 		return
@@ -515,7 +608,7 @@ func checkPCINUMA(e *Env, out *Out) {
 	if len(accs) == 0 {
 		return
 	}
-	nodes, ok, err := pci.NUMANodes(e.Root)
+	nodes, ok, err := e.numaNodes()
 	nodesEv := Ev(pci.NodeOnlinePath, "absent")
 	switch {
 	case err != nil:
@@ -525,7 +618,7 @@ func checkPCINUMA(e *Env, out *Out) {
 	}
 	for _, d := range accs {
 		bdf := d.Address.String()
-		numaEv := Ev(d.AttrPath("numa_node"), intOr(d.NUMANode, "absent or unreadable"))
+		numaEv := numaEvidence(d)
 		switch {
 		case err != nil || !ok:
 			reason := "the host's NUMA nodes could not be read"
@@ -536,25 +629,153 @@ func checkPCINUMA(e *Env, out *Out) {
 		case len(nodes) <= 1:
 			out.Add(CodePCINUMAOK, report.Pass, bdf, "single-NUMA-node host: locality does not matter", numaEv, nodesEv)
 		case d.NUMANode == nil:
-			reason := "numa_node is absent"
-			for _, err := range d.Errors {
-				if strings.Contains(err.Error(), "numa_node") {
-					reason = err.Error()
-				}
-			}
-			out.NotRun(CodePCINUMANotRead, bdf, "NUMA node of the device not read", reason, numaEv, nodesEv)
-		case *d.NUMANode < 0:
-			out.Add(CodePCINUMAUnknown, report.Warn, bdf,
-				fmt.Sprintf("no NUMA node (numa_node -1) on a host with %d nodes", len(nodes)), numaEv, nodesEv)
-		case !slices.Contains(nodes, *d.NUMANode):
-			out.Add(CodePCINUMAUnknown, report.Warn, bdf,
-				fmt.Sprintf("NUMA node %d is not among the online nodes %v", *d.NUMANode, nodes), numaEv, nodesEv)
+			judgeCPULocality(e, out, d, len(nodes), numaEv, nodesEv)
 		default:
-			ev := []report.Evidence{numaEv, nodesEv}
-			if d.LocalCPUs != "" {
-				ev = append(ev, Ev(d.AttrPath("local_cpulist"), d.LocalCPUs))
-			}
-			out.Add(CodePCINUMAOK, report.Pass, bdf, fmt.Sprintf("on NUMA node %d of %d", *d.NUMANode, len(nodes)), ev...)
+			judgeNUMANode(out, d, nodes, numaEv, nodesEv)
 		}
 	}
+}
+
+// numaNodes is the host's online NUMA nodes, read once.
+func (e *Env) numaNodes() ([]int, bool, error) {
+	type r struct {
+		nodes []int
+		ok    bool
+	}
+	v, err := memo(e, "pci.numa-nodes", func() (r, error) {
+		n, ok, err := pci.NUMANodes(e.Root)
+		return r{n, ok}, err
+	})
+	return v.nodes, v.ok, err
+}
+
+func judgeNUMANode(out *Out, d *pci.Device, nodes []int, numaEv, nodesEv report.Evidence) {
+	bdf := d.Address.String()
+	switch {
+	case *d.NUMANode < 0:
+		out.Add(CodePCINUMAUnknown, report.Warn, bdf,
+			fmt.Sprintf("no NUMA node (numa_node -1) on a host with %d nodes", len(nodes)), numaEv, nodesEv)
+	case !slices.Contains(nodes, *d.NUMANode):
+		out.Add(CodePCINUMAUnknown, report.Warn, bdf,
+			fmt.Sprintf("NUMA node %d is not among the online nodes %v", *d.NUMANode, nodes), numaEv, nodesEv)
+	default:
+		ev := []report.Evidence{numaEv, nodesEv}
+		if d.LocalCPUs != "" {
+			ev = append(ev, Ev(d.AttrPath("local_cpulist"), d.LocalCPUs))
+		}
+		out.Add(CodePCINUMAOK, report.Pass, bdf, fmt.Sprintf("on NUMA node %d of %d", *d.NUMANode, len(nodes)), ev...)
+	}
+}
+
+func judgeCPULocality(e *Env, out *Out, d *pci.Device, nnodes int, numaEv, nodesEv report.Evidence) {
+	bdf := d.Address.String()
+	loc := e.cpuLocality(d)
+	ev := append([]report.Evidence{numaEv, nodesEv}, loc.ev...)
+	if !loc.known {
+		out.NotRun(CodePCINUMANotRead, bdf, "NUMA node of the device not read",
+			"numa_node is "+d.AttrState("numa_node")+"; "+loc.why, ev...)
+		return
+	}
+	out.Add(CodePCINUMAOK, report.Pass, bdf,
+		fmt.Sprintf("on NUMA node %d, one of %d online nodes, by its local CPUs (numa_node %s)", loc.node, nnodes, d.AttrState("numa_node")), ev...)
+}
+
+// locality is the NUMA node a device's local CPUs place it on.
+type locality struct {
+	node  int
+	known bool
+	why   string // when !known
+	ev    []report.Evidence
+}
+
+// cpuLocality places a device whose numa_node is not known by its local
+// CPUs: the kernel prints cpumask_of_node(dev_to_node(dev)) as local_cpus
+// (drivers/pci/pci-sysfs.c), so the one node whose CPUs hold them all is
+// the device's node. CPUs spread over several nodes (the kernel's answer
+// for a device without a node) place it nowhere. Only a device whose
+// numa_node is unknown is placed this way: numa_node, when read, is the
+// kernel's own answer.
+func (e *Env) cpuLocality(d *pci.Device) locality {
+	l, _ := memo(e, "pci.cpu-locality:"+d.Address.String(), func() (locality, error) {
+		return cpuLocality(e, d), nil
+	})
+	return l
+}
+
+func cpuLocality(e *Env, d *pci.Device) locality {
+	cpus, ok, err := d.LocalCPUList()
+	attr, raw := "local_cpulist", d.LocalCPUs
+	if d.LocalCPUs == "" {
+		attr, raw = "local_cpus", d.LocalCPUMask
+	}
+	switch {
+	case err != nil:
+		return locality{why: "its local CPUs do not parse: " + err.Error()}
+	case !ok || len(cpus) == 0:
+		return locality{why: "no local_cpulist or local_cpus to place it by"}
+	}
+	ev := []report.Evidence{Ev(d.AttrPath(attr), fmt.Sprintf("%s (CPUs %s)", raw, listString(cpus)))}
+	nodes, _, _ := e.numaNodes()
+	var holders []int
+	for _, n := range nodes {
+		ncpus, err := pci.NodeCPUs(e.Root, n)
+		if err == nil && len(ncpus) > 0 && containsAll(ncpus, cpus) {
+			holders = append(holders, n)
+			ev = append(ev, Ev(fmt.Sprintf("/sys/devices/system/node/node%d/cpulist", n), listString(ncpus)))
+		}
+	}
+	if len(holders) != 1 {
+		return locality{why: fmt.Sprintf("its local CPUs %s are not those of exactly one node (%d hold them all)", listString(cpus), len(holders)), ev: ev}
+	}
+	return locality{node: holders[0], known: true, ev: ev}
+}
+
+func containsAll(set, sub []int) bool {
+	have := make(map[int]bool, len(set))
+	for _, c := range set {
+		have[c] = true
+	}
+	for _, c := range sub {
+		if !have[c] {
+			return false
+		}
+	}
+	return true
+}
+
+// listString prints a sorted CPU list in the kernel's list format.
+func listString(cpus []int) string {
+	var parts []string
+	for i := 0; i < len(cpus); {
+		j := i
+		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", cpus[i], cpus[j]))
+		} else {
+			parts = append(parts, fmt.Sprint(cpus[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+// reportNUMA is the device's node for the report: numa_node when it names
+// one, else the node its local CPUs place it on, on a multi-node host.
+func (e *Env) reportNUMA(d *pci.Device) *int {
+	if d.NUMANode != nil {
+		if *d.NUMANode < 0 {
+			return nil // the kernel's "no node": the report omits it
+		}
+		n := *d.NUMANode
+		return &n
+	}
+	if nodes, ok, err := e.numaNodes(); err != nil || !ok || len(nodes) <= 1 {
+		return nil
+	}
+	if l := e.cpuLocality(d); l.known {
+		return &l.node
+	}
+	return nil
 }

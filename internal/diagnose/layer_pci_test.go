@@ -195,3 +195,37 @@ func TestPCISingleNode(t *testing.T) {
 		t.Errorf("no node list must be NOT_RUN: %v", got)
 	}
 }
+
+// TestPCINUMAByLocalCPUs: a device whose numa_node the tree lacks is
+// placed by its local CPUs (cpumask_of_node of its node); CPUs of two
+// nodes place it nowhere; no local CPUs is NOT_RUN.
+func TestPCINUMAByLocalCPUs(t *testing.T) {
+	const gpu = "/sys/devices/pci0000:00/0000:00:01.0/0000:17:00.0"
+	for _, c := range []struct {
+		name, attr, cpus, want string
+	}{
+		{"local_cpulist on node 1", "local_cpulist", "8-11", "pci.numa PCI_NUMA_OK PASS 0000:17:00.0"},
+		{"local_cpus mask on node 0", "local_cpus", "0000000f", "pci.numa PCI_NUMA_OK PASS 0000:17:00.0"},
+		{"CPUs of both nodes", "local_cpulist", "0-15", "pci.numa PCI_NUMA_NOT_READ NOT_RUN 0000:17:00.0"},
+		{"no local CPUs", "", "", "pci.numa PCI_NUMA_NOT_READ NOT_RUN 0000:17:00.0"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			files, links := pciHost()
+			delete(files, gpu+"/numa_node")
+			files["/sys/devices/system/node/node0/cpulist"] = "0-7"
+			files["/sys/devices/system/node/node1/cpulist"] = "8-15"
+			if c.attr != "" {
+				files[gpu+"/"+c.attr] = c.cpus
+			}
+			rep, got := pciRun(t, pciTree(t, files, links), Options{Devices: []string{"0000:17:00.0"}})
+			if !strings.Contains(strings.Join(got, "\n"), c.want) {
+				t.Fatalf("findings %v, want %q", got, c.want)
+			}
+			wantNode := map[string]int{"local_cpulist on node 1": 1, "local_cpus mask on node 0": 0}
+			n, placed := wantNode[c.name]
+			if d := rep.Devices[0]; placed != (d.NUMANode != nil) || placed && *d.NUMANode != n {
+				t.Errorf("report NUMA %v, want %d (placed %v)", d.NUMANode, n, placed)
+			}
+		})
+	}
+}

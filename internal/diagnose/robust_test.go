@@ -3,61 +3,12 @@ package diagnose
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 	"github.com/accel-doctor/accel-doctor/internal/report"
-	"github.com/accel-doctor/accel-doctor/internal/testutil"
 )
-
-// TestCorpusFullCheck runs every check over every sysfs capture of the
-// corpus: no check may crash, and the GPUs of the captures are found with
-// their driver and NUMA node.
-func TestCorpusFullCheck(t *testing.T) {
-	dir := testutil.CorpusDir(t)
-	var archives []string
-	for _, pat := range []string{"ghw/*.tar.gz", "hwloc/linux/*.tar.bz2", "nfd/*.tar.gz", "procfs/*.tar.gz"} {
-		m, _ := filepath.Glob(filepath.Join(dir, pat))
-		archives = append(archives, m...)
-	}
-	if len(archives) < 10 {
-		t.Fatalf("only %d archives in the corpus", len(archives))
-	}
-	devices := map[string][]report.Device{}
-	for _, a := range archives {
-		name := filepath.Base(a)
-		tree := testutil.Unpack(t, a)
-		if tree == "" {
-			t.Logf("%s: no sys/bus/pci in it", name)
-			continue
-		}
-		root, err := hostfs.New(tree)
-		if err != nil {
-			t.Errorf("%s: %v", name, err)
-			continue
-		}
-		rep := runFixture(t, root, name, Options{})
-		devices[name] = rep.Devices
-	}
-	p100 := devices["linux-amd64-accel-nvidia.tar.gz"]
-	if len(p100) != 1 || p100[0].Driver != "nvidia" || !strings.Contains(p100[0].Description, "15f8") {
-		t.Errorf("ghw accel-nvidia: devices %+v, want the Tesla P100 bound to nvidia", p100)
-	}
-	ve := devices["32intel64-2p8co2t+8ve.tar.bz2"]
-	if len(ve) != 8 {
-		t.Errorf("hwloc 8ve: %d accelerators, want 8", len(ve))
-	}
-	for _, d := range ve {
-		if d.Driver == "" || d.NUMANode == nil {
-			t.Errorf("hwloc 8ve: %s has driver %q NUMA %v", d.ID, d.Driver, d.NUMANode)
-		}
-	}
-	if n := len(devices["nvidiagpunumanodes.tar.bz2"]); n != 6 {
-		t.Errorf("hwloc nvidiagpunumanodes: %d GPUs, want 6", n)
-	}
-}
 
 // TestHostileTree: a symlink loop under /sys/bus/pci/devices, a 1 GiB
 // attribute, garbage in class and a missing vendor give findings, not a

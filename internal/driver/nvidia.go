@@ -1,7 +1,6 @@
 package driver
 
 import (
-	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -43,18 +42,16 @@ func ParseNVIDIAVersion(b []byte) (NVIDIAVersion, error) {
 	var v NVIDIAVersion
 	var nvrm string
 	found := false
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 0, 1024), 64*1024)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
+	// Lines are split without a length limit (bufio.Scanner's 64 KiB
+	// token limit would lose the whole file to one long line); the read
+	// limit of the file bounds them.
+	for l := range bytes.Lines(b) {
+		line := strings.TrimSpace(string(l))
 		if rest, ok := strings.CutPrefix(line, "NVRM version:"); ok && !found {
 			nvrm, found = strings.TrimSpace(rest), true
 		} else if rest, ok := strings.CutPrefix(line, "GCC version:"); ok && v.GCC == "" {
 			v.GCC = strings.TrimSpace(rest)
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return v, fmt.Errorf("nvidia version: %w", err)
 	}
 	if !found {
 		return v, errors.New(`nvidia version: no "NVRM version:" line`)
@@ -69,7 +66,7 @@ func ParseNVIDIAVersion(b []byte) (NVIDIAVersion, error) {
 		}
 	}
 	if km < 0 {
-		return v, fmt.Errorf(`nvidia version: no "Kernel Module" in %q`, nvrm)
+		return v, fmt.Errorf(`nvidia version: no "Kernel Module" in %s`, quote(nvrm))
 	}
 	next := km + 2
 	if km > 0 && f[km-1] == "Open" {
@@ -82,10 +79,10 @@ func ParseNVIDIAVersion(b []byte) (NVIDIAVersion, error) {
 		v.Arch = f[km-1]
 	}
 	if next >= len(f) {
-		return v, fmt.Errorf("nvidia version: no version after %q", strings.Join(f[:next], " "))
+		return v, fmt.Errorf("nvidia version: no version after %s", quote(strings.Join(f[:next], " ")))
 	}
 	if !IsDriverVersion(f[next]) {
-		return v, fmt.Errorf("nvidia version: %q is not a version", f[next])
+		return v, fmt.Errorf("nvidia version: %s is not a version", quote(f[next]))
 	}
 	v.Version = f[next]
 	return v, nil
@@ -145,10 +142,8 @@ type GPUInformation struct {
 // Minor or IRQ that is not a number is an error.
 func ParseGPUInformation(b []byte) (GPUInformation, error) {
 	info := GPUInformation{Fields: map[string]string{}}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 0, 1024), 64*1024)
-	for sc.Scan() {
-		k, val, ok := strings.Cut(sc.Text(), ":")
+	for l := range bytes.Lines(b) { // no line-length limit: see ParseNVIDIAVersion
+		k, val, ok := strings.Cut(string(l), ":")
 		if !ok {
 			continue
 		}
@@ -160,45 +155,60 @@ func ParseGPUInformation(b []byte) (GPUInformation, error) {
 			continue // the first one wins, as a reader of the file would see it
 		}
 		info.Fields[k] = val
-		switch k {
-		case "Model":
-			info.Model = val
-		case "IRQ":
-			n, err := strconv.Atoi(val)
-			if err != nil {
-				return info, fmt.Errorf("gpu information: IRQ %q is not a number", val)
-			}
-			info.IRQ = &n
-		case "GPU UUID":
-			info.UUID = val
-		case "Video BIOS":
-			info.VideoBIOS = val
-		case "Bus Type":
-			info.BusType = val
-		case "DMA Size":
-			info.DMASize = val
-		case "DMA Mask":
-			info.DMAMask = val
-		case "Bus Location":
-			info.BusLocation = val
-		case "Device Minor":
-			n, err := strconv.ParseUint(val, 10, 32)
-			// Minors 254 and 255 are nvidia-modeset and nvidiactl
-			// (kernel-open/common/inc/nv.h), so a GPU's minor is below.
-			if err != nil || n >= 254 {
-				return info, fmt.Errorf("gpu information: Device Minor %q is not a GPU minor (0-253)", val)
-			}
-			m := uint32(n)
-			info.DeviceMinor = &m
+		if err := info.set(k, val); err != nil {
+			return info, err
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return info, fmt.Errorf("gpu information: %w", err)
 	}
 	if len(info.Fields) == 0 {
 		return info, errors.New("gpu information: no \"Key: value\" lines")
 	}
 	return info, nil
+}
+
+// set stores one known field.
+func (info *GPUInformation) set(k, val string) error {
+	switch k {
+	case "Model":
+		info.Model = val
+	case "IRQ":
+		n, err := strconv.Atoi(val)
+		if err != nil {
+			return fmt.Errorf("gpu information: IRQ %s is not a number", quote(val))
+		}
+		info.IRQ = &n
+	case "GPU UUID":
+		info.UUID = val
+	case "Video BIOS":
+		info.VideoBIOS = val
+	case "Bus Type":
+		info.BusType = val
+	case "DMA Size":
+		info.DMASize = val
+	case "DMA Mask":
+		info.DMAMask = val
+	case "Bus Location":
+		info.BusLocation = val
+	case "Device Minor":
+		n, err := strconv.ParseUint(val, 10, 32)
+		// Minors 254 and 255 are nvidia-modeset and nvidiactl
+		// (kernel-open/common/inc/nv.h), so a GPU's minor is below.
+		if err != nil || n >= 254 {
+			return fmt.Errorf("gpu information: Device Minor %s is not a GPU minor (0-253)", quote(val))
+		}
+		m := uint32(n)
+		info.DeviceMinor = &m
+	}
+	return nil
+}
+
+// quote quotes s for an error message, cut to 64 bytes: a hostile
+// 64 KiB line must not become 64 KiB of evidence.
+func quote(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(s[:max]), len(s))
 }
 
 // GPUInformationPath is where the information file of the GPU at bdf lives.

@@ -3,6 +3,7 @@ package driver
 import (
 	"errors"
 	"io/fs"
+	"strings"
 	"testing"
 
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
@@ -180,5 +181,24 @@ func TestReadNVIDIA(t *testing.T) {
 	}
 	if _, err := ReadNVIDIAVersion(hostfs.MustNew(t.TempDir())); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("no driver: err = %v, want ErrNotExist", err)
+	}
+}
+
+// TestNVIDIAProcLongLine: one line over bufio.Scanner's 64 KiB token
+// limit used to make the whole file unreadable; the lines around it are
+// still read, and an error quoting it stays short.
+func TestNVIDIAProcLongLine(t *testing.T) {
+	long := strings.Repeat("x", 70<<10)
+	v, err := ParseNVIDIAVersion([]byte(long + "\nNVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024\n"))
+	if err != nil || v.Version != "550.54.15" {
+		t.Errorf("version after a long line: %+v %v", v, err)
+	}
+	info, err := ParseGPUInformation([]byte("Model: " + long + "\nDevice Minor: 3\n"))
+	if err != nil || info.DeviceMinor == nil || *info.DeviceMinor != 3 {
+		t.Errorf("information after a long line: %v %v", info.DeviceMinor, err)
+	}
+	_, err = ParseGPUInformation([]byte("Device Minor: " + long + "\n"))
+	if err == nil || len(err.Error()) > 200 {
+		t.Errorf("a long bad Device Minor: error of %d bytes", len(err.Error()))
 	}
 }

@@ -75,8 +75,7 @@ var bluefield = map[uint16]bool{
 // IsAccelerator classifies a function. The rules, in order:
 //
 //   - bridges (class 0x06, NVIDIA's 0x0680 NVSwitch included) are never
-//     accelerators; a function whose class could not be read is not
-//     classified.
+//     accelerators.
 //   - display controllers (0x03xxxx) are "gpu", except the BMC and
 //     hypervisor adapters of displayOnly.
 //   - co-processors (0x0b40xx: Intel QAT, Xeon Phi, NEC SX-Aurora) and
@@ -85,6 +84,11 @@ var bluefield = map[uint16]bool{
 //   - multimedia video (0x0400xx) and other multimedia (0x0480xx)
 //     controllers are "video"; audio (0x0401, 0x0403: the HDMI audio
 //     function of a GPU) is not.
+//   - a function whose class could not be read (absent, unreadable,
+//     garbage) is judged by what else is known of it: a vendor that makes
+//     only accelerators, or a bound driver that drives only accelerators
+//     (acceleratorDrivers). It must not silently drop out of the layers
+//     that judge accelerators.
 //   - by vendor: BlueField DPU network
 //     functions are "nic"; Xilinx functions with 0x0580, the default class
 //     code of Xilinx's PCIe IP, are FPGA cards ("accelerator"); Amazon
@@ -92,7 +96,7 @@ var bluefield = map[uint16]bool{
 //     "accelerator".
 func IsAccelerator(d *Device) (kind string, ok bool) {
 	if !d.Has(HasClass) {
-		return "", false
+		return classless(d)
 	}
 	base := uint8(d.Class >> 16)
 	sub := uint16(d.Class >> 8)
@@ -144,4 +148,40 @@ func isDisplayOnly(d *Device) bool {
 		}
 	}
 	return false
+}
+
+// acceleratorDrivers are PCI drivers that bind accelerators and nothing
+// else, with the kind of what they bind. nvidia.ko registers GPUs as
+// "nvidia" and NVSwitches as "nvidia-nvswitch" (open-gpu-kernel-modules,
+// kernel-open/nvidia/nv-pci.c and linux_nvswitch.c), so "nvidia" is a GPU.
+var acceleratorDrivers = map[string]string{
+	"nvidia":     KindGPU,
+	"nouveau":    KindGPU,
+	"amdgpu":     KindGPU,
+	"radeon":     KindGPU,
+	"i915":       KindGPU,
+	"xe":         KindGPU,
+	"habanalabs": KindAccelerator,
+	"intel_vpu":  KindAccelerator,
+	"ve_drv":     KindAccelerator, // NEC SX-Aurora VectorEngine
+}
+
+// classless classifies a function whose class is unknown.
+func classless(d *Device) (string, bool) {
+	if k, ok := acceleratorDrivers[d.Driver]; ok {
+		return k, true
+	}
+	if d.Has(HasVendor) {
+		if _, ok := acceleratorVendors[d.Vendor]; ok {
+			return KindAccelerator, true
+		}
+	}
+	return "", false
+}
+
+// AcceleratorDriver reports whether drv binds only accelerators, and the
+// kind it binds.
+func AcceleratorDriver(drv string) (kind string, ok bool) {
+	kind, ok = acceleratorDrivers[drv]
+	return kind, ok
 }

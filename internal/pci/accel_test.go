@@ -40,6 +40,10 @@ func TestIsAccelerator(t *testing.T) {
 		{"processing accel", Device{Present: all, Vendor: 0x1b36, Device: 0x0005, Class: 0x120000}, KindAccelerator, true},
 		{"NIC", Device{Present: all, Vendor: 0x8086, Device: 0x1592, Class: 0x020000}, "", false},
 		{"class unreadable", Device{Present: HasVendor | HasDevice, Vendor: 0x10de, Device: 0x2330}, "", false},
+		{"class unreadable, bound to nvidia", Device{Present: HasVendor | HasDevice, Vendor: 0x10de, Device: 0x2330, Driver: "nvidia"}, KindGPU, true},
+		{"class unreadable, NVSwitch driver", Device{Present: HasVendor, Vendor: 0x10de, Driver: "nvidia-nvswitch"}, "", false},
+		{"class unreadable, Habana", Device{Present: HasVendor, Vendor: 0x1da3}, KindAccelerator, true},
+		{"class unreadable, vendor unreadable, no driver", Device{}, "", false},
 	}
 	for _, tt := range tests {
 		kind, ok := IsAccelerator(&tt.d)

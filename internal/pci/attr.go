@@ -140,6 +140,45 @@ func ParseList(s string) ([]int, error) {
 	return out, nil
 }
 
+// ParseMask parses the kernel's hex bitmap format, as in local_cpus:
+// comma-separated 32-bit words, most significant first
+// ("0000,00000000,0000ffff"; lib/bitmap-str.c, bitmap_print_to_buf with
+// list false). It returns the set bits in ascending order, at most
+// maxListItems of them.
+func ParseMask(s string) ([]int, error) {
+	t := strings.TrimSpace(s)
+	if t == "" {
+		return nil, nil
+	}
+	words := strings.Split(t, ",")
+	if len(words) > maxListItems/32 {
+		return nil, fmt.Errorf("mask of %d words: more than %d bits", len(words), maxListItems)
+	}
+	var out []int
+	for i := len(words) - 1; i >= 0; i-- {
+		w := words[i]
+		v, ok := hexDigits(w)
+		if !ok || len(w) > 8 {
+			return nil, fmt.Errorf("mask %s: word %q is not 1 to 8 hex digits", quoteShort(s), w)
+		}
+		base := (len(words) - 1 - i) * 32
+		for b := 0; b < 32; b++ {
+			if v&(1<<b) != 0 {
+				out = append(out, base+b)
+			}
+		}
+	}
+	return out, nil
+}
+
+// quoteShort quotes s for an error, cut to 64 bytes.
+func quoteShort(s string) string {
+	if len(s) <= 64 {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%s... (%d bytes)", strconv.Quote(s[:64]), len(s))
+}
+
 // Modalias holds the ids of a PCI modalias string.
 type Modalias struct {
 	Vendor, Device                   uint16

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/accel-doctor/accel-doctor/internal/testutil"
 )
 
 func TestParseHex(t *testing.T) {
@@ -195,5 +197,41 @@ func FuzzSysfsAttrs(f *testing.F) {
 			t.Fatalf("ParseList(%q) = %d items", s, len(l))
 		}
 		_, _ = ParseModalias(s)
+	})
+}
+
+func TestParseMask(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    []int
+		wantErr bool
+	}{
+		{"0000ffff", []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, false},
+		{"000000ff,ff000000,00000000,00000000", []int{88, 89, 90, 91, 92, 93, 94, 95, 96, 97, 98, 99, 100, 101, 102, 103}, false},
+		{"1,00000001\n", []int{0, 32}, false},
+		{"", nil, false},
+		{"xyz", nil, true},
+		{"123456789", nil, true},
+		{"ff,,ff", nil, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseMask(tt.in)
+		testutil.CheckParse(t, got, err, tt.want, tt.wantErr)
+	}
+}
+
+func FuzzParseMask(f *testing.F) {
+	f.Add("0000,00000000,000000ff,ff000000")
+	f.Add("ffffffff")
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ParseMask(s)
+		if err != nil {
+			return
+		}
+		for i := 1; i < len(got); i++ {
+			if got[i] <= got[i-1] {
+				t.Fatalf("not ascending: %v", got)
+			}
+		}
 	})
 }

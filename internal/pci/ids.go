@@ -93,176 +93,225 @@ func (e *idsError) Error() string {
 	return fmt.Sprintf("pci.ids: %d malformed lines, the first at line %d: %s", e.count, e.line, e.first)
 }
 
+// States of the pci.ids parser: what the indented lines below the last
+// top-level line belong to.
+const (
+	inNone       = iota // before the first top-level line
+	inVendor            // children are devices of vendor
+	inClass             // children are subclasses of class
+	inSkip              // children belong to a vendor not kept, a bad line or an unknown section
+	inSkipDevice        // grandchildren belong to a device not kept
+)
+
+// idsParser holds the state of one parse: the entries so far, the
+// malformed lines, and the vendor/device or class/subclass the next
+// indented line belongs to.
+type idsParser struct {
+	ids      *IDs
+	f        Filter
+	perr     *idsError
+	lineNo   int
+	state    int
+	vendorID uint16
+	vendor   *idVendor
+	device   *idDevice
+	class    *idClass
+	subclass *idSubclass
+}
+
 func parseIDs(b []byte, f Filter) (*IDs, error) {
-	ids := &IDs{vendors: map[uint16]*idVendor{}, classes: map[uint8]*idClass{}}
-	var perr *idsError
-	bad := func(line int, msg string) {
-		if perr == nil {
-			perr = &idsError{first: msg, line: line}
-		}
-		perr.count++
-	}
-	const (
-		inNone       = iota // before the first top-level line
-		inVendor            // children are devices of vendor
-		inClass             // children are subclasses of class
-		inSkip              // children belong to a vendor not kept, a bad line or an unknown section
-		inSkipDevice        // grandchildren belong to a device not kept
-	)
-	state := inNone
-	var (
-		vendorID uint16
-		vendor   *idVendor
-		device   *idDevice
-		class    *idClass
-		subclass *idSubclass
-	)
-	lineNo := 0
+	p := &idsParser{ids: &IDs{vendors: map[uint16]*idVendor{}, classes: map[uint8]*idClass{}}, f: f}
 	for len(b) > 0 {
-		lineNo++
+		p.lineNo++
 		var line []byte
 		if i := bytes.IndexByte(b, '\n'); i >= 0 {
 			line, b = b[:i], b[i+1:]
 		} else {
 			line, b = b, nil
 		}
-		line = bytes.TrimRight(line, "\r")
-		if len(line) == 0 || line[0] == '#' {
-			continue
-		}
-		tabs := 0
-		for tabs < len(line) && line[tabs] == '\t' {
-			tabs++
-		}
-		if tabs > 0 && state == inSkip || tabs > 1 && state == inSkipDevice {
-			continue
-		}
-		body := line[tabs:]
-		if len(body) == 0 || body[0] == '#' {
-			continue // blank or indented comment
-		}
-		switch tabs {
-		case 0:
-			device, subclass = nil, nil
-			if len(body) >= 2 && body[0] == 'C' && body[1] == ' ' {
-				id, name, ok := splitID(body[2:], 2)
-				if !ok {
-					bad(lineNo, "bad class line")
-					state = inSkip
-					continue
-				}
-				class = &idClass{name: string(name), subs: map[uint8]*idSubclass{}}
-				if _, dup := ids.classes[uint8(id)]; !dup {
-					ids.classes[uint8(id)] = class
-				}
-				state = inClass
-				continue
-			}
-			if len(body) >= 2 && body[1] == ' ' && !isHex(body[0]) {
-				// Another section (usb.ids-style "X  name"): not used by
-				// pci.ids today; skip it and its children.
-				state = inSkip
-				continue
-			}
-			id, name, ok := splitID(body, 4)
-			if !ok {
-				bad(lineNo, "bad vendor line")
-				state = inSkip
-				continue
-			}
-			if f.Vendor != nil && !f.Vendor(uint16(id)) {
-				state = inSkip
-				continue
-			}
-			vendorID = uint16(id)
-			if v, dup := ids.vendors[uint16(id)]; dup {
-				vendor = v
-			} else {
-				vendor = &idVendor{name: string(name), devices: map[uint16]*idDevice{}}
-				ids.vendors[uint16(id)] = vendor
-			}
-			state = inVendor
-		case 1:
-			switch state {
-			case inVendor, inSkipDevice:
-				state = inVendor
-				id, name, ok := splitID(body, 4)
-				if !ok {
-					bad(lineNo, "bad device line")
-					device = nil
-					continue
-				}
-				if f.Device != nil && !f.Device(vendorID, uint16(id)) {
-					state = inSkipDevice
-					device = nil
-					continue
-				}
-				if d, dup := vendor.devices[uint16(id)]; dup {
-					device = d
-				} else {
-					device = &idDevice{name: string(name)}
-					vendor.devices[uint16(id)] = device
-				}
-			case inClass:
-				id, name, ok := splitID(body, 2)
-				if !ok {
-					bad(lineNo, "bad subclass line")
-					subclass = nil
-					continue
-				}
-				if s, dup := class.subs[uint8(id)]; dup {
-					subclass = s
-				} else {
-					subclass = &idSubclass{name: string(name)}
-					class.subs[uint8(id)] = subclass
-				}
-			default:
-				bad(lineNo, "entry outside a vendor or class")
-			}
-		case 2:
-			switch {
-			case state == inVendor && device != nil:
-				// "subvendor subdevice  name"
-				if len(body) < 10 || body[4] != ' ' {
-					bad(lineNo, "bad subsystem line")
-					continue
-				}
-				sv, ok1 := hexBytes(body[:4])
-				sd, name, ok2 := splitID(body[5:], 4)
-				if !ok1 || !ok2 {
-					bad(lineNo, "bad subsystem line")
-					continue
-				}
-				if device.subs == nil {
-					device.subs = map[uint32]string{}
-				}
-				k := uint32(sv)<<16 | uint32(sd)
-				if _, dup := device.subs[k]; !dup {
-					device.subs[k] = string(name)
-				}
-			case state == inClass && subclass != nil:
-				id, name, ok := splitID(body, 2)
-				if !ok {
-					bad(lineNo, "bad prog-if line")
-					continue
-				}
-				if subclass.progifs == nil {
-					subclass.progifs = map[uint8]string{}
-				}
-				if _, dup := subclass.progifs[uint8(id)]; !dup {
-					subclass.progifs[uint8(id)] = string(name)
-				}
-			default:
-				bad(lineNo, "entry outside a device or subclass")
-			}
-		default:
-			bad(lineNo, "indented more than two tabs")
-		}
+		p.line(bytes.TrimRight(line, "\r"))
 	}
-	if perr != nil {
-		return ids, perr
+	if p.perr != nil {
+		return p.ids, p.perr
 	}
-	return ids, nil
+	return p.ids, nil
+}
+
+func (p *idsParser) bad(msg string) {
+	if p.perr == nil {
+		p.perr = &idsError{first: msg, line: p.lineNo}
+	}
+	p.perr.count++
+}
+
+// line dispatches one line by its indentation; comments and blank lines
+// are skipped, and so are the children of entries not kept.
+func (p *idsParser) line(line []byte) {
+	if len(line) == 0 || line[0] == '#' {
+		return
+	}
+	tabs := 0
+	for tabs < len(line) && line[tabs] == '\t' {
+		tabs++
+	}
+	if tabs > 0 && p.state == inSkip || tabs > 1 && p.state == inSkipDevice {
+		return
+	}
+	body := line[tabs:]
+	if len(body) == 0 || body[0] == '#' {
+		return // blank or indented comment
+	}
+	switch tabs {
+	case 0:
+		p.top(body)
+	case 1:
+		p.child(body)
+	case 2:
+		p.grandchild(body)
+	default:
+		p.bad("indented more than two tabs")
+	}
+}
+
+// top handles "vvvv  vendor" and "C cc  class" lines.
+func (p *idsParser) top(body []byte) {
+	p.device, p.subclass = nil, nil
+	switch {
+	case len(body) >= 2 && body[0] == 'C' && body[1] == ' ':
+		p.classLine(body[2:])
+	case len(body) >= 2 && body[1] == ' ' && !isHex(body[0]):
+		// Another section (usb.ids-style "X  name"): not used by pci.ids
+		// today; skip it and its children.
+		p.state = inSkip
+	default:
+		p.vendorLine(body)
+	}
+}
+
+func (p *idsParser) classLine(body []byte) {
+	id, name, ok := splitID(body, 2)
+	if !ok {
+		p.bad("bad class line")
+		p.state = inSkip
+		return
+	}
+	p.class = &idClass{name: string(name), subs: map[uint8]*idSubclass{}}
+	if _, dup := p.ids.classes[uint8(id)]; !dup {
+		p.ids.classes[uint8(id)] = p.class
+	}
+	p.state = inClass
+}
+
+func (p *idsParser) vendorLine(body []byte) {
+	id, name, ok := splitID(body, 4)
+	switch {
+	case !ok:
+		p.bad("bad vendor line")
+		p.state = inSkip
+		return
+	case p.f.Vendor != nil && !p.f.Vendor(uint16(id)):
+		p.state = inSkip
+		return
+	}
+	p.vendorID = uint16(id)
+	if v, dup := p.ids.vendors[p.vendorID]; dup {
+		p.vendor = v
+	} else {
+		p.vendor = &idVendor{name: string(name), devices: map[uint16]*idDevice{}}
+		p.ids.vendors[p.vendorID] = p.vendor
+	}
+	p.state = inVendor
+}
+
+// child handles a device line under a vendor or a subclass line under a
+// class.
+func (p *idsParser) child(body []byte) {
+	switch p.state {
+	case inVendor, inSkipDevice:
+		p.state = inVendor
+		p.deviceLine(body)
+	case inClass:
+		p.subclassLine(body)
+	default:
+		p.bad("entry outside a vendor or class")
+	}
+}
+
+func (p *idsParser) deviceLine(body []byte) {
+	p.device = nil
+	id, name, ok := splitID(body, 4)
+	switch {
+	case !ok:
+		p.bad("bad device line")
+		return
+	case p.f.Device != nil && !p.f.Device(p.vendorID, uint16(id)):
+		p.state = inSkipDevice
+		return
+	}
+	if d, dup := p.vendor.devices[uint16(id)]; dup {
+		p.device = d
+	} else {
+		p.device = &idDevice{name: string(name)}
+		p.vendor.devices[uint16(id)] = p.device
+	}
+}
+
+func (p *idsParser) subclassLine(body []byte) {
+	p.subclass = nil
+	id, name, ok := splitID(body, 2)
+	if !ok {
+		p.bad("bad subclass line")
+		return
+	}
+	if s, dup := p.class.subs[uint8(id)]; dup {
+		p.subclass = s
+	} else {
+		p.subclass = &idSubclass{name: string(name)}
+		p.class.subs[uint8(id)] = p.subclass
+	}
+}
+
+// grandchild handles "ssss dddd  name" under a device and "pp  name"
+// (prog-if) under a subclass.
+func (p *idsParser) grandchild(body []byte) {
+	switch {
+	case p.state == inVendor && p.device != nil:
+		p.subsystemLine(body)
+	case p.state == inClass && p.subclass != nil:
+		id, name, ok := splitID(body, 2)
+		if !ok {
+			p.bad("bad prog-if line")
+			return
+		}
+		if p.subclass.progifs == nil {
+			p.subclass.progifs = map[uint8]string{}
+		}
+		if _, dup := p.subclass.progifs[uint8(id)]; !dup {
+			p.subclass.progifs[uint8(id)] = string(name)
+		}
+	default:
+		p.bad("entry outside a device or subclass")
+	}
+}
+
+func (p *idsParser) subsystemLine(body []byte) {
+	if len(body) < 10 || body[4] != ' ' {
+		p.bad("bad subsystem line")
+		return
+	}
+	sv, ok1 := hexBytes(body[:4])
+	sd, name, ok2 := splitID(body[5:], 4)
+	if !ok1 || !ok2 {
+		p.bad("bad subsystem line")
+		return
+	}
+	if p.device.subs == nil {
+		p.device.subs = map[uint32]string{}
+	}
+	k := uint32(sv)<<16 | uint32(sd)
+	if _, dup := p.device.subs[k]; !dup {
+		p.device.subs[k] = string(name)
+	}
 }
 
 // hexBytes parses a short run of hex digits without allocating.

@@ -68,10 +68,19 @@ type Device struct {
 	// Names from pci.ids; "" when the file or the entry is absent.
 	VendorName, DeviceName, SubsystemName, ClassName string
 
-	Driver     string // basename of the driver link; "" when no driver is bound
-	NUMANode   *int   // numa_node as read: -1 is the kernel's NUMA_NO_NODE; nil when absent (no CONFIG_NUMA) or unreadable
+	// Driver is the basename of the driver link; "" when there is none or
+	// it is unusable (a loop, a link to a file: AttrErr("driver") says).
+	Driver string
+	// NUMANode is numa_node as read: -1 is the kernel's NUMA_NO_NODE; nil
+	// when absent (no CONFIG_NUMA), unreadable or malformed, which
+	// AttrErr("numa_node") tells apart.
+	NUMANode   *int
 	IOMMUGroup *int   // from the iommu_group link; nil when absent (no IOMMU)
 	LocalCPUs  string // local_cpulist as read; "" when absent
+	// LocalCPUMask is local_cpus as read (a hex mask), read only when
+	// local_cpulist is absent (captures that keep only the mask); "" then
+	// when absent too.
+	LocalCPUMask string
 
 	// SR-IOV (drivers/pci/iov.c): TotalVFs/NumVFs are present on a PF
 	// with the capability; VFs lists its enabled virtual functions and
@@ -87,8 +96,10 @@ type Device struct {
 
 	Link Link
 
-	// Errors are the reads that failed or did not parse, each wrapped
-	// with its host path. They never stop the scan.
+	// Errors are the reads that failed or did not parse, each with its
+	// host path: an *AttrError per attribute (AttrErr finds one), or the
+	// error resolving or listing the device's directory. They never stop
+	// the scan.
 	Errors []error
 }
 
@@ -122,6 +133,20 @@ type Inventory struct {
 	Errors []error
 	// IDsPath is the pci.ids the names came from; "" when none was found.
 	IDsPath string
+}
+
+// DriverLinks reports whether any function has a driver link, usable or
+// not. On a running host some always has: root ports bind pcieport
+// (drivers/pci/pcie/portdrv.c) and a VM's devices virtio-pci. A tree in
+// which none has one is a capture that kept no driver links, where a
+// function without one says nothing about its binding.
+func (inv *Inventory) DriverLinks() bool {
+	for _, d := range inv.Devices {
+		if d.Driver != "" || d.AttrErr("driver") != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // Lookup returns the device at a, or nil.
@@ -220,134 +245,277 @@ func nameDevice(ids *IDs, d *Device) {
 // that evidence names the device's real place in the tree.
 func scanDevice(root *hostfs.Root, a Address, busPath string) *Device {
 	d := &Device{Address: a, BusPath: busPath, Path: busPath}
-	fail := func(err error) { d.Errors = append(d.Errors, err) }
-
 	real, err := root.Resolve(busPath)
 	if err != nil {
 		// A loop or a dangling link: nothing below it can be read.
-		fail(fmt.Errorf("resolve %s: %w", busPath, err))
+		d.Errors = append(d.Errors, fmt.Errorf("resolve %s: %w", busPath, err))
 		return d
 	}
 	d.Path = real
 	d.Bridges = bridgeChain(real, a)
+	r := newDevReader(root, d)
+	r.readIDs()
+	r.readLocality()
+	r.readDriver()
+	r.readIOMMUGroup()
+	r.readSRIOV()
+	r.readLink()
+	return d
+}
 
-	// List the directory once: an attribute not listed is absent, which
-	// spares a failed open per absent attribute. When the listing fails,
-	// every attribute is tried.
-	names, lerr := root.ReadDir(real)
-	if lerr != nil {
-		fail(lerr)
-	}
-	listed := make(map[string]bool, len(names))
-	for _, n := range names {
-		listed[n] = true
-	}
-	has := func(n string) bool { return lerr != nil || listed[n] }
+// devReader reads the attributes of one function's directory.
+type devReader struct {
+	root *hostfs.Root
+	d    *Device
+	// names is the directory listing: an attribute not listed is absent,
+	// which spares a failed open per absent attribute. When the listing
+	// failed (listErr), every attribute is tried.
+	names   []string
+	listed  map[string]bool
+	listErr error
+}
 
-	// read returns the trimmed attribute; ok is false when it is absent
-	// (and, if required, an error was recorded) or unreadable (recorded).
-	read := func(name string, required bool) (string, bool) {
-		p := d.AttrPath(name)
-		if !has(name) {
-			if required {
-				fail(&fs.PathError{Op: "read", Path: p, Err: fs.ErrNotExist})
-			}
-			return "", false
+func newDevReader(root *hostfs.Root, d *Device) *devReader {
+	r := &devReader{root: root, d: d}
+	r.names, r.listErr = root.ReadDir(d.Path)
+	if r.listErr != nil {
+		d.Errors = append(d.Errors, r.listErr)
+	}
+	r.listed = make(map[string]bool, len(r.names))
+	for _, n := range r.names {
+		r.listed[n] = true
+	}
+	return r
+}
+
+func (r *devReader) has(name string) bool { return r.listErr != nil || r.listed[name] }
+
+func (r *devReader) fail(name string, p Problem, err error) {
+	r.d.Errors = append(r.d.Errors, &AttrError{Attr: name, Path: r.d.AttrPath(name), Problem: p, Err: err})
+}
+
+// read returns the trimmed attribute; ok is false when it is absent (an
+// error is recorded only if it is required) or unreadable (recorded).
+func (r *devReader) read(name string, required bool) (string, bool) {
+	if !r.has(name) {
+		if required {
+			r.fail(name, Absent, fs.ErrNotExist)
 		}
-		b, err := root.ReadFileLimit(p, attrLimit)
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) && !required {
-				return "", false
-			}
-			fail(err)
-			return "", false
-		}
+		return "", false
+	}
+	b, err := r.root.ReadFileLimit(r.d.AttrPath(name), attrLimit)
+	switch {
+	case err == nil:
 		return strings.TrimSpace(string(b)), true
+	case errors.Is(err, fs.ErrNotExist):
+		if required {
+			r.fail(name, Absent, err)
+		}
+	default:
+		r.fail(name, Unreadable, err)
 	}
-	parseErr := func(name string, err error) { fail(fmt.Errorf("parse %s: %w", d.AttrPath(name), err)) }
-	// hexAttr reads a hex attribute.
-	hexAttr := func(name string, bits int, required bool) (uint64, bool) {
-		s, ok := read(name, required)
-		if !ok {
-			return 0, false
-		}
-		v, err := parseHex(s, bits)
-		if err != nil {
-			parseErr(name, err)
-			return 0, false
-		}
-		return v, true
-	}
-	hex := func(name string, bits int, required bool, flag Present) uint64 {
-		v, ok := hexAttr(name, bits, required)
-		if ok {
-			d.Present |= flag
-		}
-		return v
-	}
-	dec := func(name string, lo, hi int) *int {
-		s, ok := read(name, false)
-		if !ok {
-			return nil
-		}
-		v, err := parseDec(s, lo, hi)
-		if err != nil {
-			parseErr(name, err)
-			return nil
-		}
-		return &v
-	}
+	return "", false
+}
 
-	d.Vendor = uint16(hex("vendor", 16, true, HasVendor))
-	d.Device = uint16(hex("device", 16, true, HasDevice))
-	d.Class = uint32(hex("class", 24, true, HasClass))
+// hex reads a hex attribute of at most bits bits.
+func (r *devReader) hex(name string, bits int, required bool) (uint64, bool) {
+	s, ok := r.read(name, required)
+	if !ok {
+		return 0, false
+	}
+	v, err := parseHex(s, bits)
+	if err != nil {
+		r.fail(name, Malformed, err)
+		return 0, false
+	}
+	return v, true
+}
+
+// dec reads a decimal attribute within [lo, hi]; nil when absent or not
+// usable (recorded).
+func (r *devReader) dec(name string, lo, hi int) *int {
+	s, ok := r.read(name, false)
+	if !ok {
+		return nil
+	}
+	v, err := parseDec(s, lo, hi)
+	if err != nil {
+		r.fail(name, Malformed, err)
+		return nil
+	}
+	return &v
+}
+
+func (r *devReader) id(name string, bits int, required bool, flag Present) uint64 {
+	v, ok := r.hex(name, bits, required)
+	if ok {
+		r.d.Present |= flag
+	}
+	return v
+}
+
+func (r *devReader) readIDs() {
+	d := r.d
+	d.Vendor = uint16(r.id("vendor", 16, true, HasVendor))
+	d.Device = uint16(r.id("device", 16, true, HasDevice))
+	d.Class = uint32(r.id("class", 24, true, HasClass))
 	// revision appeared in Linux 4.10: optional.
-	d.Revision = uint8(hex("revision", 8, false, HasRevision))
+	d.Revision = uint8(r.id("revision", 8, false, HasRevision))
 
 	// Subsystem ids: both attributes, else the modalias.
-	if has("subsystem_vendor") || has("subsystem_device") {
-		sv, okv := hexAttr("subsystem_vendor", 16, true)
-		sd, okd := hexAttr("subsystem_device", 16, true)
+	if r.has("subsystem_vendor") || r.has("subsystem_device") {
+		sv, okv := r.hex("subsystem_vendor", 16, true)
+		sd, okd := r.hex("subsystem_device", 16, true)
 		if okv && okd {
 			d.SubsystemVendor, d.SubsystemDevice = uint16(sv), uint16(sd)
 			d.Present |= HasSubsystem
 		}
-	} else if s, ok := read("modalias", false); ok {
-		m, err := ParseModalias(s)
-		if err != nil {
-			parseErr("modalias", err)
-		} else {
-			d.SubsystemVendor, d.SubsystemDevice = m.SubsystemVendor, m.SubsystemDevice
-			d.Present |= HasSubsystem
-		}
+		return
 	}
+	s, ok := r.read("modalias", false)
+	if !ok {
+		return
+	}
+	m, err := ParseModalias(s)
+	if err != nil {
+		r.fail("modalias", Malformed, err)
+		return
+	}
+	d.SubsystemVendor, d.SubsystemDevice = m.SubsystemVendor, m.SubsystemDevice
+	d.Present |= HasSubsystem
+}
 
+func (r *devReader) readLocality() {
 	// numa_node: dev_to_node(), -1 for NUMA_NO_NODE (drivers/pci/pci-sysfs.c).
-	d.NUMANode = dec("numa_node", -1, 1<<16)
-	if s, ok := read("local_cpulist", false); ok {
-		d.LocalCPUs = s
+	r.d.NUMANode = r.dec("numa_node", -1, 1<<16)
+	if s, ok := r.read("local_cpulist", false); ok {
+		r.d.LocalCPUs = s
+	} else if s, ok := r.read("local_cpus", false); ok {
+		r.d.LocalCPUMask = s
 	}
+}
 
-	link := func(name string) string {
-		if !has(name) {
-			return ""
-		}
-		return linkBase(root, d, name, fail)
+// LocalCPUList returns the device's local CPUs, from local_cpulist or
+// local_cpus; ok is false when neither was read. Both print
+// cpumask_of_node(dev_to_node(dev)) (drivers/pci/pci-sysfs.c,
+// local_cpus_show/local_cpulist_show): the CPUs of the device's node, or
+// every online CPU when it has none.
+func (d *Device) LocalCPUList() (cpus []int, ok bool, err error) {
+	switch {
+	case d.LocalCPUs != "":
+		cpus, err = ParseList(d.LocalCPUs)
+	case d.LocalCPUMask != "":
+		cpus, err = ParseMask(d.LocalCPUMask)
+	default:
+		return nil, false, nil
 	}
-	d.Driver = link("driver")
-	if g := link("iommu_group"); g != "" {
-		if v, err := parseDec(g, 0, 1<<30); err != nil {
-			parseErr("iommu_group", err)
-		} else {
-			d.IOMMUGroup = &v
-		}
-	}
+	return cpus, err == nil, err
+}
 
-	d.TotalVFs = dec("sriov_totalvfs", 0, 1<<16)
-	d.NumVFs = dec("sriov_numvfs", 0, 1<<16)
-	if pf := link("physfn"); pf != "" {
+// NodeCPUs returns the CPUs of NUMA node n, from
+// /sys/devices/system/node/node<n>/cpulist (drivers/base/node.c).
+func NodeCPUs(root *hostfs.Root, n int) ([]int, error) {
+	p := fmt.Sprintf("/sys/devices/system/node/node%d/cpulist", n)
+	s, err := root.ReadString(p)
+	if err != nil {
+		return nil, err
+	}
+	cpus, err := ParseList(s)
+	if err != nil {
+		return nil, fmt.Errorf("parse %s: %w", p, err)
+	}
+	return cpus, nil
+}
+
+// linkBase returns the last path element of a symlink attribute, "" when
+// the link is absent or unusable (recorded).
+func (r *devReader) linkBase(name string) string {
+	if !r.has(name) {
+		return ""
+	}
+	t, err := r.root.Readlink(r.d.AttrPath(name))
+	if err != nil {
+		if st, lerr := r.root.Lstat(r.d.AttrPath(name)); lerr == nil && st.Type == hostfs.TypeDir {
+			err = ErrLinkCopied
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			r.fail(name, Unreadable, err)
+		}
+		return ""
+	}
+	b := path.Base(t)
+	if b == "/" || b == "." || b == ".." {
+		r.fail(name, Malformed, fmt.Errorf("link target %q names nothing", t))
+		return ""
+	}
+	return b
+}
+
+// DriversDir holds the PCI drivers; a function's driver link leads to one
+// of its entries (drivers/base/bus.c, driver_sysfs_add links the device to
+// its driver's kobject, /sys/bus/pci/drivers/<name>).
+const DriversDir = "/sys/bus/pci/drivers"
+
+// readDriver reads the driver link. A link that loops, or that leads
+// anywhere but a directory in DriversDir, is not a driver: its basename
+// would be a guess. A dangling link that names a driver (".../bus/pci/
+// drivers/<name>") keeps its name: captures keep links without their
+// targets, and some moved the device so that its relative link climbs
+// past the root (prometheus/procfs' E810 points at /bus/pci/drivers/ice).
+func (r *devReader) readDriver() {
+	name := r.linkBase("driver")
+	if name == "" {
+		return
+	}
+	p := r.d.AttrPath("driver")
+	st, err := r.root.Stat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		t, _ := r.root.Readlink(p)
+		if !path.IsAbs(t) {
+			t = path.Join(path.Dir(p), t)
+		}
+		if !strings.HasSuffix(path.Dir(path.Clean(t)), "/bus/pci/drivers") {
+			r.fail("driver", Malformed, fmt.Errorf("the link dangles at %s, not at a driver in %s", t, DriversDir))
+			return
+		}
+	case err != nil:
+		r.fail("driver", Unreadable, err)
+		return
+	case st.Type != hostfs.TypeDir:
+		r.fail("driver", Malformed, fmt.Errorf("the link leads to a %s, not a driver directory", st.Type))
+		return
+	default:
+		if t, err := r.root.Resolve(p); err == nil && path.Dir(t) != DriversDir {
+			r.fail("driver", Malformed, fmt.Errorf("the link leads to %s, not to a driver in %s", t, DriversDir))
+			return
+		}
+	}
+	r.d.Driver = name
+}
+
+func (r *devReader) readIOMMUGroup() {
+	g := r.linkBase("iommu_group")
+	if g == "" {
+		return
+	}
+	v, err := parseDec(g, 0, 1<<30)
+	if err != nil {
+		r.fail("iommu_group", Malformed, err)
+		return
+	}
+	r.d.IOMMUGroup = &v
+}
+
+// readSRIOV reads the PF's VF counts and virtfnN links, and a VF's physfn
+// link (drivers/pci/iov.c).
+func (r *devReader) readSRIOV() {
+	d := r.d
+	d.TotalVFs = r.dec("sriov_totalvfs", 0, 1<<16)
+	d.NumVFs = r.dec("sriov_numvfs", 0, 1<<16)
+	if pf := r.linkBase("physfn"); pf != "" {
 		if pa, err := ParseAddress(pf); err != nil {
-			parseErr("physfn", err)
+			r.fail("physfn", Malformed, err)
 		} else {
 			d.PhysFn = &pa
 		}
@@ -357,81 +525,71 @@ func scanDevice(root *hostfs.Root, a Address, busPath string) *Device {
 		a Address
 	}
 	var vfs []vf
-	for _, n := range names {
+	for _, n := range r.names {
 		num, ok := strings.CutPrefix(n, "virtfn")
-		if !ok {
-			continue
-		}
 		i, err := strconv.Atoi(num)
-		if err != nil || i < 0 {
+		if !ok || err != nil || i < 0 {
 			continue // not a virtfnN link
 		}
-		t := linkBase(root, d, n, fail)
-		if t == "" {
-			continue
+		if va, ok := r.vfLink(n); ok {
+			vfs = append(vfs, vf{i, va})
 		}
-		va, err := ParseAddress(t)
-		if err != nil {
-			parseErr(n, err)
-			continue
-		}
-		vfs = append(vfs, vf{i, va})
 	}
 	sort.Slice(vfs, func(i, j int) bool { return vfs[i].n < vfs[j].n })
 	for _, v := range vfs {
 		d.VFs = append(d.VFs, v.a)
 	}
-
-	speed := func(name string) *LinkSpeed {
-		s, ok := read(name, false)
-		if !ok {
-			return nil
-		}
-		ls, err := ParseLinkSpeed(s)
-		if err != nil {
-			parseErr(name, err)
-			return nil
-		}
-		return &ls
-	}
-	d.Link.CurrentSpeed = speed("current_link_speed")
-	d.Link.MaxSpeed = speed("max_link_speed")
-	// Widths are the Negotiated/Maximum Link Width fields, 6 bits
-	// (include/uapi/linux/pci_regs.h PCI_EXP_LNKSTA_NLW, PCI_EXP_LNKCAP_MLW).
-	width := func(name string, raw *string) *int {
-		s, ok := read(name, false)
-		if !ok {
-			return nil
-		}
-		*raw = s
-		v, err := parseDec(s, 0, 255)
-		if err != nil {
-			parseErr(name, err)
-			return nil
-		}
-		return &v
-	}
-	d.Link.CurrentWidth = width("current_link_width", &d.Link.CurrentWidthRaw)
-	d.Link.MaxWidth = width("max_link_width", &d.Link.MaxWidthRaw)
-	return d
 }
 
-// linkBase returns the last path element of a symlink attribute, "" when
-// the link is absent; other errors are recorded.
-func linkBase(root *hostfs.Root, d *Device, name string, fail func(error)) string {
-	t, err := root.Readlink(d.AttrPath(name))
+func (r *devReader) vfLink(name string) (Address, bool) {
+	t := r.linkBase(name)
+	if t == "" {
+		return Address{}, false
+	}
+	a, err := ParseAddress(t)
 	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			fail(err)
-		}
-		return ""
+		r.fail(name, Malformed, err)
+		return Address{}, false
 	}
-	b := path.Base(t)
-	if b == "/" || b == "." || b == ".." {
-		fail(fmt.Errorf("readlink %s: target %q names nothing", d.AttrPath(name), t))
-		return ""
+	return a, true
+}
+
+func (r *devReader) speed(name string) *LinkSpeed {
+	s, ok := r.read(name, false)
+	if !ok {
+		return nil
 	}
-	return b
+	ls, err := ParseLinkSpeed(s)
+	if err != nil {
+		r.fail(name, Malformed, err)
+		return nil
+	}
+	return &ls
+}
+
+// width reads a link width: the Negotiated/Maximum Link Width fields, 6
+// bits (include/uapi/linux/pci_regs.h PCI_EXP_LNKSTA_NLW,
+// PCI_EXP_LNKCAP_MLW).
+func (r *devReader) width(name string, raw *string) *int {
+	s, ok := r.read(name, false)
+	if !ok {
+		return nil
+	}
+	*raw = s
+	v, err := parseDec(s, 0, 255)
+	if err != nil {
+		r.fail(name, Malformed, err)
+		return nil
+	}
+	return &v
+}
+
+func (r *devReader) readLink() {
+	l := &r.d.Link
+	l.CurrentSpeed = r.speed("current_link_speed")
+	l.MaxSpeed = r.speed("max_link_speed")
+	l.CurrentWidth = r.width("current_link_width", &l.CurrentWidthRaw)
+	l.MaxWidth = r.width("max_link_width", &l.MaxWidthRaw)
 }
 
 // bridgeChain returns the PCI functions named in a resolved sysfs path

@@ -220,13 +220,20 @@ func (r *Report) outcomes() []LayerOutcome {
 	for _, l := range r.Layers {
 		get(l)
 	}
-	reasons := map[Layer][]string{}
+	reasons := map[Layer][]string{} // in order of first appearance
+	seen := map[Layer]map[string]int{}
 	for _, f := range r.Findings {
 		o := get(f.Layer)
 		if f.Status == NotRun {
 			o.NotRun++
-			if f.Reason != "" && !slices.Contains(reasons[f.Layer], f.Reason) {
-				reasons[f.Layer] = append(reasons[f.Layer], f.Reason)
+			if f.Reason != "" {
+				if seen[f.Layer] == nil {
+					seen[f.Layer] = map[string]int{}
+				}
+				if seen[f.Layer][f.Reason] == 0 {
+					reasons[f.Layer] = append(reasons[f.Layer], f.Reason)
+				}
+				seen[f.Layer][f.Reason]++
 			}
 			continue
 		}
@@ -241,14 +248,30 @@ func (r *Report) outcomes() []LayerOutcome {
 		o := *by[l]
 		if o.Judged == 0 && o.NotRun > 0 {
 			o.Status = NotRun
-			o.Reason = strings.Join(reasons[l], "; ")
-			if o.Reason == "" {
-				o.Reason = "its checks could not look"
-			}
+			o.Reason = mainReason(reasons[l], seen[l])
 		}
 		out = append(out, o)
 	}
 	return out
+}
+
+// mainReason is the reason most NOT_RUN findings of a layer give (the
+// first of those on a tie), and how many others there are: the verdict is
+// one line, the findings carry every reason.
+func mainReason(order []string, count map[string]int) string {
+	if len(order) == 0 {
+		return "its checks could not look"
+	}
+	best := order[0]
+	for _, r := range order[1:] {
+		if count[r] > count[best] {
+			best = r
+		}
+	}
+	if n := len(order) - 1; n > 0 {
+		return fmt.Sprintf("%s (and %d other reason(s))", best, n)
+	}
+	return best
 }
 
 func groupOutcomes(os []LayerOutcome) (judged, notRun, partial, empty []LayerOutcome) {
