@@ -13,7 +13,16 @@ import (
 // readOnly are the reader packages: they read the host and never change
 // it. Only internal/sandbox (and the plugins and agent, which say so) may
 // write.
-var readOnly = []string{"pci", "devnode", "driver", "cgroup", "runtime", "diagnose", "report"}
+var readOnly = []string{"hostfs", "pci", "devnode", "driver", "cgroup", "runtime", "diagnose", "report"}
+
+// mayWrite are the files of reader packages allowed to write, and where:
+// hostfs unpacks a snapshot into a temporary directory of its own (made
+// 0700, removed on every exit path) and nowhere else; cmd/accel-doctor's
+// strace test holds that at run time.
+var mayWrite = map[string]bool{
+	"hostfs/unpack.go":    true,
+	"hostfs/unpackdir.go": true,
+}
 
 // writers lists, per imported package, the functions that change the host:
 // write, create, remove, rename, mknod, mount, kill, load or attach. A
@@ -37,7 +46,7 @@ func TestReadersDoNotWrite(t *testing.T) {
 			t.Errorf("reader package internal/%s has no Go files here", pkg)
 		}
 		for _, f := range files {
-			if strings.HasSuffix(f, "_test.go") {
+			if strings.HasSuffix(f, "_test.go") || mayWrite[pkg+"/"+filepath.Base(f)] {
 				continue
 			}
 			for _, bad := range writeCalls(t, f) {

@@ -36,6 +36,9 @@ It writes only FILE ('-': standard output).`,
 			if err != nil {
 				return err
 			}
+			if legacy != "" {
+				fmt.Fprintln(g.stderr, "note: snapshot -o FILE is deprecated: give the archive as the argument or with -f (-o is the output format in every other command)")
+			}
 			root, err := hostfs.New(g.root)
 			if err != nil {
 				return usageErr("%v", err)
@@ -58,8 +61,11 @@ It writes only FILE ('-': standard output).`,
 	}
 	f := cmd.Flags()
 	f.StringVarP(&file, "file", "f", "", "the archive to write (.tar.gz; '-': standard output); or give it as the argument")
+	// -o FILE was the first form: it still works, says so on stderr (not
+	// through pflag's deprecation notice, which cobra prints on stdout,
+	// into an archive written there) and is not listed.
 	f.StringVarP(&legacy, "output", "o", "", "the archive to write")
-	f.MarkDeprecated("output", "give the archive as the argument or with -f/--file (-o is the output format in every other command)")
+	f.MarkHidden("output")
 	f.IntVar(&opts.PID, "pid", 0, "also capture this process's cgroups and what its /dev holds (replay with check --pid)")
 	f.StringVar(&opts.Spec, "spec", "", "also capture this OCI config.json (replay with check --spec)")
 	return cmd
