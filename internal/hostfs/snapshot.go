@@ -200,10 +200,7 @@ func (a *archive) addCoverage(paths []string) {
 			absent = append(absent, p)
 		}
 	}
-	b := formatCoverage(absent, listed)
-	a.addDir(path.Dir(CoveragePath))
-	a.entries[CoveragePath] = &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(CoveragePath, "/"), Mode: 0o444, Size: int64(len(b))}
-	a.data[CoveragePath] = b
+	a.addData(CoveragePath, formatCoverage(absent, listed))
 }
 
 func (a *archive) addFile(p string) {
@@ -277,12 +274,37 @@ func (r *Root) WriteSnapshot(rec *Recorder, w io.Writer, tool string) (SnapshotM
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
-	kinds := rec.paths
-	nodes := rec.nodes
-	synthetic := rec.synthetic
+	kinds, nodes, synthetic := rec.paths, rec.nodes, rec.synthetic
 	a.redact = rec.redact
 	rec.mu.Unlock()
-	// Listings first so that recorded files replace their placeholders.
+
+	a.addRecorded(paths, kinds)
+	a.addNodes(nodes, kinds)
+	// What readers captured from the kernel rather than from files.
+	for name, b := range synthetic {
+		a.addData(path.Join(CapturedDir, name), b)
+	}
+	a.addCoverage(paths)
+	meta := SnapshotMeta{Format: SnapshotFormat, PID: rec.PID, Created: time.Now().UTC().Truncate(time.Second), Tool: tool, Source: r.dir, Nodes: a.man.Len()}
+	if r.IsLive() || r.liveTree("/proc") {
+		// /proc/self is then the process taking the snapshot; in a tree it
+		// is whatever the tree holds.
+		meta.SelfPID = os.Getpid()
+	}
+	a.addData(ManifestPath, a.man.Format())
+	for _, h := range a.entries {
+		if h.Typeflag == tar.TypeReg {
+			meta.Files++
+		}
+	}
+	mb, _ := json.MarshalIndent(meta, "", "  ")
+	a.addData(MetaPath, mb)
+	return meta, a.write(w, meta.Created)
+}
+
+// addRecorded adds what the readers asked about: listings first, so that
+// files they read replace the listings' placeholders.
+func (a *archive) addRecorded(paths []string, kinds map[string]recKind) {
 	for _, p := range paths {
 		if secret(p) {
 			continue
@@ -300,6 +322,12 @@ func (r *Root) WriteSnapshot(rec *Recorder, w io.Writer, tool string) (SnapshotM
 			a.addFile(p)
 		}
 	}
+}
+
+// addNodes adds what the readers stat'ed: device nodes to the manifest,
+// links and directories as they are, a regular file stat'ed but not read
+// as an empty placeholder.
+func (a *archive) addNodes(nodes map[string]Node, kinds map[string]recKind) {
 	for p, n := range nodes {
 		switch n.Type {
 		case TypeChar, TypeBlock:
@@ -316,7 +344,7 @@ func (r *Root) WriteSnapshot(rec *Recorder, w io.Writer, tool string) (SnapshotM
 			a.addDir(p)
 		case TypeRegular:
 			// Stat'ed, not read (a 30 MiB libcuda.so): its existence is
-			// what the reader used, so an empty placeholder stands in.
+			// what the reader used.
 			final := a.walk(p)
 			if _, ok := a.entries[final]; !ok && !secret(final) && kinds[p]&recFile == 0 {
 				a.addDir(path.Dir(final))
@@ -324,34 +352,18 @@ func (r *Root) WriteSnapshot(rec *Recorder, w io.Writer, tool string) (SnapshotM
 			}
 		}
 	}
-	// What readers captured from the kernel rather than from files.
-	for name, b := range synthetic {
-		p := path.Join(CapturedDir, name)
-		a.addDir(path.Dir(p))
-		a.entries[p] = &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(p, "/"), Mode: 0o444, Size: int64(len(b))}
-		a.data[p] = b
-	}
-	a.addCoverage(paths)
-	// Nodes from the source's own manifest that were looked at stay too.
-	meta := SnapshotMeta{Format: SnapshotFormat, PID: rec.PID, Created: time.Now().UTC().Truncate(time.Second), Tool: tool, Source: r.dir, Nodes: a.man.Len()}
-	if r.IsLive() || r.liveTree("/proc") {
-		// /proc/self is then the process taking the snapshot; in a tree it
-		// is whatever the tree holds.
-		meta.SelfPID = os.Getpid()
-	}
-	man := a.man.Format()
-	a.addDir("/.accel-doctor")
-	a.entries[ManifestPath] = &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(ManifestPath, "/"), Mode: 0o444, Size: int64(len(man))}
-	a.data[ManifestPath] = man
-	for _, h := range a.entries {
-		if h.Typeflag == tar.TypeReg {
-			meta.Files++
-		}
-	}
-	mb, _ := json.MarshalIndent(meta, "", "  ")
-	a.entries[MetaPath] = &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(MetaPath, "/"), Mode: 0o444, Size: int64(len(mb))}
-	a.data[MetaPath] = mb
+}
 
+// addData adds a file of accel-doctor's own (manifest, description,
+// captured kernel answers) at host path p.
+func (a *archive) addData(p string, b []byte) {
+	a.addDir(path.Dir(p))
+	a.entries[p] = &tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(p, "/"), Mode: 0o444, Size: int64(len(b))}
+	a.data[p] = b
+}
+
+// write writes the entries as a gzip'd PAX tar, sorted by name.
+func (a *archive) write(w io.Writer, created time.Time) error {
 	gz := gzip.NewWriter(w)
 	tw := tar.NewWriter(gz)
 	keys := make([]string, 0, len(a.entries))
@@ -361,21 +373,21 @@ func (r *Root) WriteSnapshot(rec *Recorder, w io.Writer, tool string) (SnapshotM
 	sort.Strings(keys)
 	for _, k := range keys {
 		h := a.entries[k]
-		h.ModTime = meta.Created
+		h.ModTime = created
 		h.Format = tar.FormatPAX
 		if err := tw.WriteHeader(h); err != nil {
-			return meta, err
+			return err
 		}
 		if h.Typeflag == tar.TypeReg && h.Size > 0 {
 			if _, err := tw.Write(a.data[k]); err != nil {
-				return meta, err
+				return err
 			}
 		}
 	}
 	if err := tw.Close(); err != nil {
-		return meta, err
+		return err
 	}
-	return meta, gz.Close()
+	return gz.Close()
 }
 
 // ReadSnapshotMeta returns the snapshot description inside an opened
