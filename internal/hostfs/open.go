@@ -178,12 +178,67 @@ var errReopened = errors.New("reopening through /proc/self/fd gave another file"
 // open, fstat, then a reopen of that same inode. Anything else is
 // ErrNotRegular and was never opened. st describes the file.
 func (r *Root) openRegular(p string) (fd int, st unix.Stat_t, err error) {
+	if r.live && inKernelTree(p) {
+		return openKernelAttr(p)
+	}
 	pfd, err := r.open(p, unix.O_PATH)
 	if err != nil {
 		return -1, st, err
 	}
 	defer unix.Close(pfd)
 	return reopenRegular(pfd)
+}
+
+// kernelTrees reports whether the live host's /sys and /proc are the
+// kernel's sysfs and procfs (checked once per process).
+var kernelTrees = sync.OnceValue(func() bool {
+	var sys, proc unix.Statfs_t
+	return unix.Statfs("/sys", &sys) == nil && sys.Type == unix.SYSFS_MAGIC &&
+		unix.Statfs("/proc", &proc) == nil && proc.Type == unix.PROC_SUPER_MAGIC
+})
+
+// kernelFS are the file systems openKernelAttr reads (statfs(2) magic
+// numbers, include/uapi/linux/magic.h).
+var kernelFS = map[int64]bool{unix.SYSFS_MAGIC: true, unix.PROC_SUPER_MAGIC: true, unix.CGROUP_SUPER_MAGIC: true, unix.CGROUP2_SUPER_MAGIC: true}
+
+// inKernelTree: p is under the live host's sysfs or procfs.
+func inKernelTree(p string) bool {
+	return (strings.HasPrefix(p, "/sys/") || strings.HasPrefix(p, "/proc/")) && kernelTrees()
+}
+
+// openKernelAttr opens a sysfs, procfs or cgroupfs file of the live host
+// directly, without the O_PATH-and-reopen dance (a third of a read's cost,
+// and reads of these trees are most of a live check): none of these file
+// systems holds a device node, FIFO or socket whose open could have a side
+// effect (kernfs, behind sysfs and cgroupfs, makes directories, attribute
+// files and links: fs/kernfs; procfs its own files, directories and links:
+// fs/proc), and O_NOFOLLOW refuses the one kind of entry that could lead
+// elsewhere, the magic links of /proc/PID/fd and /proc/PID/{cwd,root,exe},
+// as the last component. What this does not hold against is root mounting
+// a device node over a path under /sys or /proc on the live host (root
+// there can do worse): the fd's file system is checked after the open, and
+// anything but these is refused unread. Every other file, and every file
+// of a root that is not the live host, takes the careful path.
+func openKernelAttr(p string) (fd int, st unix.Stat_t, err error) {
+	const flags = unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC | unix.O_NOFOLLOW
+	for {
+		fd, err = unix.Open(p, flags, 0)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		return -1, st, err
+	}
+	var sfs unix.Statfs_t
+	if err := unix.Fstat(fd, &st); err != nil || unix.Fstatfs(fd, &sfs) != nil || !kernelFS[int64(sfs.Type)] || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		unix.Close(fd)
+		if err == nil {
+			err = ErrNotRegular
+		}
+		return -1, st, err
+	}
+	return fd, st, nil
 }
 
 // reopenRegular turns an O_PATH fd of a regular file into a readable one.

@@ -251,10 +251,9 @@ func (r *Root) Resolve(p string) (string, error) {
 		return "", err
 	}
 	r.recordChain(p)
-	if r.live {
-		return filepath.EvalSymlinks(cp)
-	}
-	// The kernel resolves (inside the root) and names what it found.
+	// The kernel resolves (inside the root) and names what it found: one
+	// open and one readlink, where walking the links by hand is an lstat
+	// per component (on the live host too).
 	fd, err := r.open(cp, unix.O_PATH)
 	if err != nil {
 		return "", pathErr("resolve", p, err)
@@ -263,6 +262,9 @@ func (r *Root) Resolve(p string) (string, error) {
 	real, err := fdPath(fd)
 	if err != nil {
 		return "", pathErr("resolve", p, err)
+	}
+	if r.live {
+		return real, nil
 	}
 	hp, ok := realPrefix(r.real, real)
 	if !ok {
@@ -341,6 +343,15 @@ func (r *Root) Lstat(p string) (Node, error) {
 // a real link to a manifest node).
 func (r *Root) Stat(p string) (Node, error) {
 	p = path.Clean(p)
+	if r.live && r.manifest == nil && r.recorder() == nil && path.IsAbs(p) {
+		// Nothing to merge and no chain to record: the kernel follows
+		// the links in one call.
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			return Node{}, &fs.PathError{Op: "stat", Path: p, Err: err}
+		}
+		return nodeFromStat(p, &st), nil
+	}
 	for i := 0; i < 40; i++ { // the kernel's MAXSYMLINKS (include/linux/namei.h)
 		n, err := r.Lstat(p)
 		if err != nil {

@@ -210,9 +210,15 @@ func Scan(root *hostfs.Root) (*Inventory, error) {
 			devices[uint32(d.Vendor)<<16|uint32(d.Device)] = true
 		}
 	}
+	seek := make([]uint16, 0, len(vendors))
+	for v := range vendors {
+		seek = append(seek, v)
+	}
+	slices.Sort(seek)
 	ids, p, err := LoadIDs(root, Filter{
 		Vendor: func(v uint16) bool { return vendors[v] },
 		Device: func(v, dev uint16) bool { return devices[uint32(v)<<16|uint32(dev)] },
+		Seek:   seek,
 	})
 	inv.IDsPath = p
 	if err != nil {
