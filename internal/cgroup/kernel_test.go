@@ -8,8 +8,6 @@ package cgroup
 
 import (
 	"bufio"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,7 +17,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -30,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+	"github.com/accel-doctor/accel-doctor/internal/testutil"
 )
 
 const (
@@ -157,34 +155,8 @@ func testMounts(t *testing.T) *Mounts {
 	return m
 }
 
-func uniqueName(t *testing.T) string {
-	var b [6]byte
-	rand.Read(b[:])
-	return fmt.Sprintf("accel-doctor-test-%d-%s", os.Getpid(), hex.EncodeToString(b[:]))
-}
-
-// makeCgroup creates a cgroup directory under mount and removes it (and
-// any child the test made) in t.Cleanup, even when the test fails.
-func makeCgroup(t *testing.T, mount string) string {
-	t.Helper()
-	dir := filepath.Join(mount, uniqueName(t))
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Skipf("cannot create a cgroup under %s: %v", mount, err)
-	}
-	t.Cleanup(func() {
-		// A cgroup with a process cannot be removed: the helper may
-		// still be exiting.
-		var err error
-		for i := 0; i < 100; i++ {
-			if err = unix.Rmdir(dir); err == nil || errors.Is(err, unix.ENOENT) {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		t.Errorf("remove cgroup %s: %v", dir, err)
-	})
-	return dir
-}
+// makeCgroup: see testutil.TestCgroup.
+func makeCgroup(t *testing.T, mount string) string { return testutil.TestCgroup(t, mount) }
 
 func makeNodes(t *testing.T) map[DeviceRef]string {
 	t.Helper()

@@ -4,10 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,13 +12,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
 	"github.com/accel-doctor/accel-doctor/internal/report"
+	"github.com/accel-doctor/accel-doctor/internal/testutil"
 )
 
 const (
@@ -60,28 +57,7 @@ func TestCliReaderHelper(t *testing.T) {
 	fmt.Printf("%s%s\n", cliReaderMarker, b)
 }
 
-// testCgroup makes a cgroup directory under parent, removed when the test
-// ends even if it fails.
-func testCgroup(t *testing.T, parent string) string {
-	t.Helper()
-	var b [6]byte
-	rand.Read(b[:])
-	dir := filepath.Join(parent, fmt.Sprintf("accel-doctor-test-%d-%s", os.Getpid(), hex.EncodeToString(b[:])))
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Skipf("cannot create a cgroup under %s: %v", parent, err)
-	}
-	t.Cleanup(func() {
-		var err error
-		for i := 0; i < 100; i++ {
-			if err = unix.Rmdir(dir); err == nil || errors.Is(err, unix.ENOENT) {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		t.Errorf("remove cgroup %s: %v", dir, err)
-	})
-	return dir
-}
+func testCgroup(t *testing.T, parent string) string { return testutil.TestCgroup(t, parent) }
 
 // readerInNamespace runs accel-doctor (this test binary) with args in a
 // new cgroup namespace rooted at a cgroup of its own under procs' dirs;

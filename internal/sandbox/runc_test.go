@@ -10,15 +10,11 @@ package sandbox
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/opencontainers/cgroups"
 	_ "github.com/opencontainers/cgroups/devices" // registers cgroups.DevicesSetV1/V2: runc's own writers
@@ -231,26 +227,5 @@ func replyErrnos(t *testing.T, rep probeReply, dir string, n int) []unix.Errno {
 	return out
 }
 
-// testCgroup makes a uniquely named cgroup under mount, not a sandbox
-// name (the leak census ignores it), and removes it in t.Cleanup.
-func testCgroup(t *testing.T, mount string) string {
-	t.Helper()
-	var b [6]byte
-	rand.Read(b[:])
-	dir := filepath.Join(mount, fmt.Sprintf("accel-doctor-test-%d-%s", os.Getpid(), hex.EncodeToString(b[:])))
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatalf("create test cgroup: %v", err)
-	}
-	t.Cleanup(func() {
-		// The probe's thread or process may still be leaving.
-		var err error
-		for i := 0; i < 100; i++ {
-			if err = unix.Rmdir(dir); err == nil || errors.Is(err, unix.ENOENT) {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		t.Errorf("remove test cgroup %s: %v", dir, err)
-	})
-	return dir
-}
+// testCgroup: see testutil.TestCgroup.
+func testCgroup(t *testing.T, mount string) string { return testutil.TestCgroup(t, mount) }
