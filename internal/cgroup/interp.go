@@ -156,134 +156,174 @@ func sizeBytes(s asm.Size) int {
 }
 
 func (p *DeviceProgram) run(ctx *[DevCtxSize]byte) ProgResult {
-	var r [11]reg
-	r[asm.R1] = reg{k: kCtx}
-	r[asm.R10] = reg{k: kStack}
-	var st stack
-	pc := 0
-	stop := func(steps int, format string, a ...any) ProgResult {
-		res := ProgResult{Steps: steps, Reason: fmt.Sprintf(format, a...)}
-		if pc >= 0 && pc < len(p.raw) {
-			res.Reason = fmt.Sprintf("insn %d: %s", p.raw[pc], res.Reason)
-		}
-		return res
-	}
+	m := &machine{p: p, ctx: ctx}
+	m.r[asm.R1] = reg{k: kCtx}
+	m.r[asm.R10] = reg{k: kStack}
 	for steps := 1; ; steps++ {
 		if steps > MaxSteps {
-			return stop(steps-1, "step limit %d reached", MaxSteps)
+			return m.stop(steps-1, fmt.Sprintf("step limit %d reached", MaxSteps))
 		}
-		if pc < 0 || pc >= len(p.insns) {
+		if m.pc < 0 || m.pc >= len(p.insns) {
 			return ProgResult{Steps: steps - 1, Reason: "execution ran past the end of the program"}
 		}
-		ins := &p.insns[pc]
-		op := ins.OpCode
-		if ins.Dst > asm.R10 || ins.Src > asm.R10 {
-			return stop(steps, "register out of range (dst r%d, src r%d)", ins.Dst, ins.Src)
-		}
-		switch cls := op.Class(); cls {
-		case asm.ALUClass, asm.ALU64Class:
-			if ins.Dst == asm.R10 {
-				return stop(steps, "write to the read-only frame pointer r10")
-			}
-			if why := alu(ins, cls == asm.ALU64Class, &r); why != "" {
-				return stop(steps, "%s", why)
-			}
-			pc++
-		case asm.JumpClass, asm.Jump32Class:
-			jop := op.JumpOp()
-			switch jop {
-			case asm.Exit:
-				if r[asm.R0].k != kScalar {
-					return stop(steps, "exit with r0 not a known number")
-				}
-				return ProgResult{Known: true, Allowed: uint32(r[asm.R0].v) != 0, ExitInsn: p.raw[pc], Steps: steps}
-			case asm.Call:
-				return stop(steps, "call (helper, kfunc or bpf-to-bpf, imm %d) is not modelled", ins.Constant)
-			case asm.Ja:
-				if p.target[pc] < 0 {
-					return stop(steps, "jump to a place that is not an instruction start")
-				}
-				pc = p.target[pc]
-				continue
-			case asm.InvalidJumpOp, asm.JCOND:
-				return stop(steps, "jump opcode %#x is not modelled", uint32(op))
-			}
-			dst := r[ins.Dst]
-			src := reg{k: kScalar, v: uint64(ins.Constant)}
-			switch op.Source() {
-			case asm.RegSource:
-				src = r[ins.Src]
-			case asm.ImmSource:
-			default:
-				return stop(steps, "jump source of opcode %#x is not modelled", uint32(op))
-			}
-			if dst.k != kScalar || src.k != kScalar {
-				return stop(steps, "comparison of a pointer or of a value the interpreter does not know")
-			}
-			taken, ok := compare(jop, dst.v, src.v, cls == asm.Jump32Class)
-			if !ok {
-				return stop(steps, "jump opcode %#x is not modelled", uint32(op))
-			}
-			if !taken {
-				pc++
-				continue
-			}
-			if p.target[pc] < 0 {
-				return stop(steps, "jump to a place that is not an instruction start")
-			}
-			pc = p.target[pc]
-		case asm.LdXClass:
-			if ins.Dst == asm.R10 {
-				return stop(steps, "write to the read-only frame pointer r10")
-			}
-			mode := op.Mode()
-			if mode != asm.MemMode && mode != asm.MemSXMode {
-				return stop(steps, "load mode %#x is not modelled", uint8(mode))
-			}
-			n := sizeBytes(op.Size())
-			v, why := load(r[ins.Src], int64(ins.Offset), n, ctx, &st)
-			if why != "" {
-				return stop(steps, "%s", why)
-			}
-			if mode == asm.MemSXMode {
-				if v.k != kScalar || n == 8 {
-					return stop(steps, "sign-extending load of %d bytes is not modelled", n)
-				}
-				shift := uint(64 - 8*n)
-				v.v = uint64(int64(v.v<<shift) >> shift)
-			}
-			r[ins.Dst] = v
-			pc++
-		case asm.StClass, asm.StXClass:
-			if op.Mode() != asm.MemMode {
-				return stop(steps, "store mode %#x (atomic or other) is not modelled", uint8(op.Mode()))
-			}
-			val := reg{k: kScalar, v: uint64(ins.Constant)}
-			if cls == asm.StXClass {
-				val = r[ins.Src]
-			}
-			if why := store(r[ins.Dst], int64(ins.Offset), sizeBytes(op.Size()), val, &st); why != "" {
-				return stop(steps, "%s", why)
-			}
-			pc++
-		case asm.LdClass:
-			if !op.IsDWordLoad() {
-				return stop(steps, "legacy packet load is not modelled")
-			}
-			if ins.Dst == asm.R10 {
-				return stop(steps, "write to the read-only frame pointer r10")
-			}
-			if ins.Src == asm.R0 {
-				r[ins.Dst] = reg{k: kScalar, v: uint64(ins.Constant)}
-			} else {
-				// A map, BTF or function reference: not a number we know.
-				r[ins.Dst] = reg{}
-			}
-			pc++
-		default:
-			return stop(steps, "instruction class %#x is not modelled", uint8(cls))
+		res, why, done := m.step()
+		switch {
+		case why != "":
+			return m.stop(steps, why)
+		case done:
+			res.Steps = steps
+			return res
 		}
 	}
+}
+
+// machine is the state of one run: registers, stack and program counter.
+type machine struct {
+	p   *DeviceProgram
+	ctx *[DevCtxSize]byte
+	r   [11]reg
+	st  stack
+	pc  int
+}
+
+// stop is an undecided result naming the instruction it stopped at.
+func (m *machine) stop(steps int, why string) ProgResult {
+	res := ProgResult{Steps: steps, Reason: why}
+	if m.pc >= 0 && m.pc < len(m.p.raw) {
+		res.Reason = fmt.Sprintf("insn %d: %s", m.p.raw[m.pc], why)
+	}
+	return res
+}
+
+// step runs the instruction at pc: done with the program's verdict at
+// exit, or why it cannot go on.
+func (m *machine) step() (res ProgResult, why string, done bool) {
+	ins := &m.p.insns[m.pc]
+	if ins.Dst > asm.R10 || ins.Src > asm.R10 {
+		return res, fmt.Sprintf("register out of range (dst r%d, src r%d)", ins.Dst, ins.Src), false
+	}
+	cls := ins.OpCode.Class()
+	writes := cls == asm.ALUClass || cls == asm.ALU64Class || cls == asm.LdXClass || cls == asm.LdClass
+	if writes && ins.Dst == asm.R10 {
+		return res, "write to the read-only frame pointer r10", false
+	}
+	switch cls {
+	case asm.ALUClass, asm.ALU64Class:
+		why = alu(ins, cls == asm.ALU64Class, &m.r)
+	case asm.JumpClass, asm.Jump32Class:
+		return m.jump(ins, cls == asm.Jump32Class)
+	case asm.LdXClass:
+		why = m.loadX(ins)
+	case asm.StClass, asm.StXClass:
+		why = m.storeX(ins, cls == asm.StXClass)
+	case asm.LdClass:
+		why = m.loadImm64(ins)
+	default:
+		why = fmt.Sprintf("instruction class %#x is not modelled", uint8(cls))
+	}
+	if why == "" {
+		m.pc++ // (on a stop, pc stays on the instruction that stopped)
+	}
+	return res, why, false
+}
+
+// jump runs exit, call and the jumps, moving pc itself.
+func (m *machine) jump(ins *asm.Instruction, is32 bool) (res ProgResult, why string, done bool) {
+	op := ins.OpCode
+	jop := op.JumpOp()
+	switch jop {
+	case asm.Exit:
+		if m.r[asm.R0].k != kScalar {
+			return res, "exit with r0 not a known number", false
+		}
+		return ProgResult{Known: true, Allowed: uint32(m.r[asm.R0].v) != 0, ExitInsn: m.p.raw[m.pc]}, "", true
+	case asm.Call:
+		return res, fmt.Sprintf("call (helper, kfunc or bpf-to-bpf, imm %d) is not modelled", ins.Constant), false
+	case asm.Ja:
+		return res, m.goTo(), false
+	case asm.InvalidJumpOp, asm.JCOND:
+		return res, fmt.Sprintf("jump opcode %#x is not modelled", uint32(op)), false
+	}
+	dst := m.r[ins.Dst]
+	src := reg{k: kScalar, v: uint64(ins.Constant)}
+	switch op.Source() {
+	case asm.RegSource:
+		src = m.r[ins.Src]
+	case asm.ImmSource:
+	default:
+		return res, fmt.Sprintf("jump source of opcode %#x is not modelled", uint32(op)), false
+	}
+	if dst.k != kScalar || src.k != kScalar {
+		return res, "comparison of a pointer or of a value the interpreter does not know", false
+	}
+	taken, ok := compare(jop, dst.v, src.v, is32)
+	switch {
+	case !ok:
+		return res, fmt.Sprintf("jump opcode %#x is not modelled", uint32(op)), false
+	case !taken:
+		m.pc++
+		return res, "", false
+	}
+	return res, m.goTo(), false
+}
+
+// goTo moves pc to the current jump's target.
+func (m *machine) goTo() string {
+	if m.p.target[m.pc] < 0 {
+		return "jump to a place that is not an instruction start"
+	}
+	m.pc = m.p.target[m.pc]
+	return ""
+}
+
+// loadX is a load from memory (the context or the stack) into a register.
+func (m *machine) loadX(ins *asm.Instruction) string {
+	op := ins.OpCode
+	mode := op.Mode()
+	if mode != asm.MemMode && mode != asm.MemSXMode {
+		return fmt.Sprintf("load mode %#x is not modelled", uint8(mode))
+	}
+	n := sizeBytes(op.Size())
+	v, why := load(m.r[ins.Src], int64(ins.Offset), n, m.ctx, &m.st)
+	if why != "" {
+		return why
+	}
+	if mode == asm.MemSXMode {
+		if v.k != kScalar || n == 8 {
+			return fmt.Sprintf("sign-extending load of %d bytes is not modelled", n)
+		}
+		shift := uint(64 - 8*n)
+		v.v = uint64(int64(v.v<<shift) >> shift)
+	}
+	m.r[ins.Dst] = v
+	return ""
+}
+
+// storeX is a store of an immediate (st) or a register (stx) to the stack.
+func (m *machine) storeX(ins *asm.Instruction, fromReg bool) string {
+	op := ins.OpCode
+	if op.Mode() != asm.MemMode {
+		return fmt.Sprintf("store mode %#x (atomic or other) is not modelled", uint8(op.Mode()))
+	}
+	val := reg{k: kScalar, v: uint64(ins.Constant)}
+	if fromReg {
+		val = m.r[ins.Src]
+	}
+	return store(m.r[ins.Dst], int64(ins.Offset), sizeBytes(op.Size()), val, &m.st)
+}
+
+// loadImm64 is the two-slot immediate load (lddw).
+func (m *machine) loadImm64(ins *asm.Instruction) string {
+	if !ins.OpCode.IsDWordLoad() {
+		return "legacy packet load is not modelled"
+	}
+	if ins.Src == asm.R0 {
+		m.r[ins.Dst] = reg{k: kScalar, v: uint64(ins.Constant)}
+	} else {
+		// A map, BTF or function reference: not a number we know.
+		m.r[ins.Dst] = reg{}
+	}
+	return ""
 }
 
 // load reads n bytes at base+off. Only the context and the stack are
@@ -427,80 +467,12 @@ func alu(ins *asm.Instruction, is64 bool, r *[11]reg) string {
 	if !is64 {
 		a, b = uint64(uint32(a)), uint64(uint32(b))
 	}
-	var res uint64
-	switch aop {
-	case asm.Add:
-		res = a + b
-	case asm.Sub:
-		res = a - b
-	case asm.Mul:
-		res = a * b
-	case asm.Div:
-		// Division by zero sets dst to zero.
-		if b != 0 {
-			res = a / b
+	res, why := arith(aop, a, b, is64)
+	if why != "" {
+		if why == errUnmodelled {
+			why = fmt.Sprintf("ALU opcode %#x is not modelled", uint32(op))
 		}
-	case asm.SDiv:
-		switch {
-		case b == 0:
-		case is64:
-			res = uint64(int64(a) / int64(b)) // Go defines MinInt64 / -1 as MinInt64, as BPF does
-		default:
-			res = uint64(uint32(int32(a) / int32(b)))
-		}
-	case asm.Mod:
-		// Modulo by zero leaves dst (ALU32: its low 32 bits) unchanged.
-		res = a
-		if b != 0 {
-			res = a % b
-		}
-	case asm.SMod:
-		res = a
-		switch {
-		case b == 0:
-		case is64:
-			res = uint64(int64(a) % int64(b))
-		default:
-			res = uint64(uint32(int32(a) % int32(b)))
-		}
-	case asm.Or:
-		res = a | b
-	case asm.And:
-		res = a & b
-	case asm.Xor:
-		res = a ^ b
-	case asm.LSh, asm.RSh, asm.ArSh:
-		// Shift amounts are masked to the operand width.
-		mask := uint64(31)
-		if is64 {
-			mask = 63
-		}
-		s := b & mask
-		switch {
-		case aop == asm.LSh:
-			res = a << s
-		case aop == asm.RSh:
-			res = a >> s
-		case is64:
-			res = uint64(int64(a) >> s)
-		default:
-			res = uint64(uint32(int32(uint32(a)) >> s))
-		}
-	case asm.Neg:
-		res = -a
-	case asm.Mov:
-		res = b
-	case asm.MovSX8:
-		res = uint64(int64(int8(b)))
-	case asm.MovSX16:
-		res = uint64(int64(int16(b)))
-	case asm.MovSX32:
-		if !is64 {
-			return "32-bit movsx of 32 bits is not an instruction"
-		}
-		res = uint64(int64(int32(b)))
-	default:
-		return fmt.Sprintf("ALU opcode %#x is not modelled", uint32(op))
+		return why
 	}
 	if !is64 {
 		// ALU32 results are zero-extended to 64 bits.
@@ -508,6 +480,86 @@ func alu(ins *asm.Instruction, is64 bool, r *[11]reg) string {
 	}
 	*dst = reg{k: kScalar, v: res}
 	return ""
+}
+
+const errUnmodelled = "unmodelled"
+
+// arith is an ALU operation on two known numbers (operands of ALU32
+// already cut to 32 bits).
+func arith(aop asm.ALUOp, a, b uint64, is64 bool) (uint64, string) {
+	switch aop {
+	case asm.Add:
+		return a + b, ""
+	case asm.Sub:
+		return a - b, ""
+	case asm.Mul:
+		return a * b, ""
+	case asm.Div, asm.SDiv, asm.Mod, asm.SMod:
+		return divMod(aop, a, b, is64), ""
+	case asm.Or:
+		return a | b, ""
+	case asm.And:
+		return a & b, ""
+	case asm.Xor:
+		return a ^ b, ""
+	case asm.LSh, asm.RSh, asm.ArSh:
+		return shift(aop, a, b, is64), ""
+	case asm.Neg:
+		return -a, ""
+	case asm.Mov:
+		return b, ""
+	case asm.MovSX8:
+		return uint64(int64(int8(b))), ""
+	case asm.MovSX16:
+		return uint64(int64(int16(b))), ""
+	case asm.MovSX32:
+		if !is64 {
+			return 0, "32-bit movsx of 32 bits is not an instruction"
+		}
+		return uint64(int64(int32(b))), ""
+	}
+	return 0, errUnmodelled
+}
+
+// divMod: division by zero sets dst to zero; modulo by zero leaves dst
+// (ALU32: its low 32 bits) unchanged (Documentation/bpf/standardization/
+// instruction-set.rst).
+func divMod(aop asm.ALUOp, a, b uint64, is64 bool) uint64 {
+	switch {
+	case b == 0 && (aop == asm.Div || aop == asm.SDiv):
+		return 0
+	case b == 0:
+		return a
+	case aop == asm.Div:
+		return a / b
+	case aop == asm.Mod:
+		return a % b
+	case aop == asm.SDiv && is64:
+		return uint64(int64(a) / int64(b)) // Go defines MinInt64 / -1 as MinInt64, as BPF does
+	case aop == asm.SDiv:
+		return uint64(uint32(int32(a) / int32(b)))
+	case is64:
+		return uint64(int64(a) % int64(b))
+	}
+	return uint64(uint32(int32(a) % int32(b)))
+}
+
+// shift: amounts are masked to the operand width.
+func shift(aop asm.ALUOp, a, b uint64, is64 bool) uint64 {
+	mask := uint64(31)
+	if is64 {
+		mask = 63
+	}
+	s := b & mask
+	switch {
+	case aop == asm.LSh:
+		return a << s
+	case aop == asm.RSh:
+		return a >> s
+	case is64:
+		return uint64(int64(a) >> s)
+	}
+	return uint64(uint32(int32(uint32(a)) >> s))
 }
 
 // swap is BPF_END: ALU to_le/to_be convert between host order and the
