@@ -390,3 +390,91 @@ func rewriteMeta(t *testing.T, src, dst string, edit func(map[string]any)) {
 	tw.Close()
 	gw.Close()
 }
+
+// Hostile trees, through the binary: a driver link that loops, a 64 KiB
+// line in /proc/devices, a garbage class and an unparsable numa_node each
+// give a finding that names the path, and no GPU drops out of the later
+// layers (the issue saw a PASS "bound to driver driver", a whole /proc
+// file silently unread, a GPU gone from layers 2-3, and "absent" for a
+// malformed value).
+func TestHostileTreeFindingsNameThePath(t *testing.T) {
+	host := t.TempDir()
+	if err := os.CopyFS(host, os.DirFS(hosts+"nvidia-h100x8")); err != nil {
+		t.Fatal(err)
+	}
+	dev := func(bdf string) string {
+		p, err := filepath.EvalSymlinks(filepath.Join(host, "sys/bus/pci/devices", bdf))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	loop := filepath.Join(dev("0000:18:00.0"), "driver")
+	os.Remove(loop)
+	if err := os.Symlink("driver", loop); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dev("0000:2a:00.0"), "class"), []byte("0xZZ-garbage\n"), 0o644)
+	os.WriteFile(filepath.Join(dev("0000:3a:00.0"), "numa_node"), []byte("one\n"), 0o644)
+	pd := filepath.Join(host, "proc/devices")
+	b, _ := os.ReadFile(pd)
+	// A 64 KiB line that is no "major name" line, before the real ones.
+	long := "Character devices:\n" + strings.Repeat("x", 64<<10) + "\n"
+	os.WriteFile(pd, []byte(strings.Replace(string(b), "Character devices:\n", long, 1)), 0o644)
+
+	r := runBin(t, nil, "check", "--root", host, "-o", "json")
+	var rep struct {
+		Findings []struct {
+			Code, Status, Subject, Summary, Reason string
+			Layer                                  int
+			Evidence                               []struct{ Path, Value string }
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatalf("%v: %s %s", err, r.stdout, r.stderr)
+	}
+	named := func(path string) bool {
+		for _, f := range rep.Findings {
+			if f.Status == "PASS" {
+				continue
+			}
+			text := f.Summary + " " + f.Reason
+			for _, e := range f.Evidence {
+				text += " " + e.Path + " " + e.Value
+			}
+			if strings.Contains(text, path) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, p := range []string{"0000:18:00.0/driver", "0000:2a:00.0/class", "0000:3a:00.0/numa_node", "/proc/devices"} {
+		if !named(p) {
+			t.Errorf("no WARN, FAIL or NOT_RUN names %s", p)
+		}
+	}
+	for _, f := range rep.Findings {
+		if f.Status == "PASS" && strings.Contains(f.Summary, "driver driver") {
+			t.Errorf("a looping link passes as a driver: %+v", f)
+		}
+	}
+	// The lines after the long one are still read.
+	if !strings.Contains(r.stdout, "char major 195: nvidia") {
+		t.Error("the majors after the long line were not read")
+	}
+	// Every GPU is still judged (or NOT_RUN) in layer 3.
+	for _, bdf := range []string{"0000:18:00.0", "0000:2a:00.0", "0000:3a:00.0"} {
+		seen := false
+		for _, f := range rep.Findings {
+			seen = seen || (f.Layer == 3 && (f.Subject == bdf || strings.Contains(f.Summary, bdf) || strings.Contains(f.Reason, bdf)))
+		}
+		for _, f := range rep.Findings {
+			for _, e := range f.Evidence {
+				seen = seen || (f.Layer == 3 && strings.Contains(e.Value, bdf))
+			}
+		}
+		if !seen {
+			t.Errorf("%s dropped out of layer 3", bdf)
+		}
+	}
+}

@@ -26,13 +26,19 @@ import (
 // handlesCancel). SIGPIPE is caught too, so that `accel-doctor check | head
 // -1` turns the write error into a clean exit (141) after the same cleanup
 // instead of dying with the files still there; so is a panic.
-func Run(args []string, stdout, stderr io.Writer) (code int) {
+func Run(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigc := make(chan os.Signal, 2)
 	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
 	defer signal.Stop(sigc)
 	go onSignals(sigc, cancel)
+	return protect(stderr, func() int { return Main(ctx, args, stdout, stderr) })
+}
+
+// protect runs fn and then the cleanups, on a panic too (which it reports
+// and turns into exit 2).
+func protect(stderr io.Writer, fn func() int) (code int) {
 	defer func() {
 		if p := recover(); p != nil {
 			runCleanups()
@@ -40,7 +46,7 @@ func Run(args []string, stdout, stderr io.Writer) (code int) {
 			code = 2
 		}
 	}()
-	code = Main(ctx, args, stdout, stderr)
+	code = fn()
 	runCleanups()
 	return code
 }
