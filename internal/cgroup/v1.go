@@ -192,7 +192,7 @@ func (p *V1Policy) Evaluate(dev DeviceRef, acc Access) Decision {
 	l := &p.Levels[0]
 	if l.DefaultAllow {
 		return Decision{
-			Reason:    "default-allow cgroup hides deny rules; use the functional probe",
+			Reason:    "a default-allow v1 cgroup hides its deny rules (devices.list shows a *:* rwm): only opening the node inside the cgroup shows them",
 			DecidedBy: l.ListPath() + ": a *:* rwm",
 		}
 	}
