@@ -96,6 +96,36 @@ type Finding struct {
 	Evidence    []Evidence `json:"evidence,omitempty"`
 	Remediation string     `json:"remediation,omitempty"`
 	Reason      string     `json:"reason,omitempty"` // why a check did NOT_RUN
+	// Checkpoint is, in a container's report, which of its four
+	// checkpoints the finding belongs to (see Checkpoint); 0 elsewhere.
+	Checkpoint Checkpoint `json:"checkpoint,omitempty"`
+}
+
+// Checkpoint is one of the four steps a container's devices go through:
+// the host has them, something asks for them, the runtime applies them,
+// and a small request works. A later one never makes up for an earlier one.
+type Checkpoint int
+
+const (
+	CheckpointHost     Checkpoint = 1 + iota // the host has the device, its driver and its nodes
+	CheckpointAsked                          // the spec, a CDI spec or a hook asks for it, pointing at real things
+	CheckpointApplied                        // the runtime applied it to the container's process
+	CheckpointWorks                          // a small controlled request succeeds
+)
+
+// Name says what the checkpoint proves.
+func (c Checkpoint) Name() string {
+	switch c {
+	case CheckpointHost:
+		return "the host has the device"
+	case CheckpointAsked:
+		return "what should inject it"
+	case CheckpointApplied:
+		return "what the runtime applied"
+	case CheckpointWorks:
+		return "a small request works"
+	}
+	return fmt.Sprintf("checkpoint %d", int(c))
 }
 
 // Device is an accelerator the report speaks about; findings whose
@@ -121,6 +151,9 @@ type Verdict struct {
 	Counts    map[Status]int `json:"counts"`
 	// Outcomes is one entry per layer asked for, in layer order.
 	Outcomes []LayerOutcome `json:"outcomes"`
+	// Checkpoint is, in a container's report, the first checkpoint with a
+	// FAIL (the verdict then names it before the layer).
+	Checkpoint Checkpoint `json:"checkpoint,omitempty"`
 }
 
 // LayerOutcome is what one layer came to.
@@ -186,6 +219,11 @@ func (r *Report) Decide() {
 			}
 		}
 		v.Summary = fmt.Sprintf("first broken layer is %d (%s): %d failure(s) there, %d in all", int(v.Layer), v.Layer.Name(), n, v.Counts[Fail])
+		if f, ok := r.firstCheckpointFail(); ok {
+			v.Checkpoint, v.Layer, v.LayerName = f.Checkpoint, f.Layer, f.Layer.Name()
+			v.Summary = fmt.Sprintf("first broken checkpoint is %d (%s), layer %d (%s): %s; %d failure(s) in all",
+				int(f.Checkpoint), f.Checkpoint.Name(), int(f.Layer), f.Layer.Name(), f.Summary, v.Counts[Fail])
+		}
 	case len(judged) == 0:
 		v.Status = NotRun
 		v.Summary = "nothing could be judged"
@@ -202,6 +240,22 @@ func (r *Report) Decide() {
 		v.Summary += "; " + strings.Join(tail, "; ")
 	}
 	r.Verdict = v
+}
+
+// firstCheckpointFail is the FAIL of the lowest checkpoint (then the
+// lowest layer, then the first reported), when findings carry checkpoints.
+func (r *Report) firstCheckpointFail() (Finding, bool) {
+	var best Finding
+	found := false
+	for _, f := range r.Findings {
+		if f.Status != Fail || f.Checkpoint == 0 {
+			continue
+		}
+		if !found || f.Checkpoint < best.Checkpoint || (f.Checkpoint == best.Checkpoint && f.Layer < best.Layer) {
+			best, found = f, true
+		}
+	}
+	return best, found
 }
 
 // outcomes sums the findings of every layer asked for (and of any layer

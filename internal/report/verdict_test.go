@@ -109,3 +109,20 @@ func FuzzEscape(f *testing.F) {
 		}
 	})
 }
+
+// In a container's report the verdict names the first failing checkpoint
+// before the layer: a cgroup denial (layer 4, checkpoint 3) comes after a
+// missing CDI mount named at checkpoint 2 even though 4 < 5.
+func TestVerdictNamesFirstCheckpoint(t *testing.T) {
+	r := &Report{Layers: []Layer{1, 4, 5}, Findings: []Finding{
+		{Code: "A", Layer: 1, Status: Pass, Checkpoint: CheckpointHost},
+		{Code: "B", Layer: 4, Status: Fail, Checkpoint: CheckpointApplied, Summary: "cgroup denies /dev/nvidia0"},
+		{Code: "C", Layer: 5, Status: Fail, Checkpoint: CheckpointAsked, Summary: "CDI spec names /dev/nvidia9, which the host lacks"},
+	}}
+	r.Decide()
+	v := r.Verdict
+	if v.Checkpoint != CheckpointAsked || v.Layer != 5 ||
+		v.Summary != "first broken checkpoint is 2 (what should inject it), layer 5 (runtime / CDI): CDI spec names /dev/nvidia9, which the host lacks; 2 failure(s) in all" {
+		t.Errorf("verdict %+v", v)
+	}
+}
