@@ -107,10 +107,10 @@ type Finding struct {
 type Checkpoint int
 
 const (
-	CheckpointHost     Checkpoint = 1 + iota // the host has the device, its driver and its nodes
-	CheckpointAsked                          // the spec, a CDI spec or a hook asks for it, pointing at real things
-	CheckpointApplied                        // the runtime applied it to the container's process
-	CheckpointWorks                          // a small controlled request succeeds
+	CheckpointHost    Checkpoint = 1 + iota // the host has the device, its driver and its nodes
+	CheckpointAsked                         // the spec, a CDI spec or a hook asks for it, pointing at real things
+	CheckpointApplied                       // the runtime applied it to the container's process
+	CheckpointWorks                         // a small controlled request succeeds
 )
 
 // Name says what the checkpoint proves.
