@@ -77,7 +77,7 @@ func TestV1Evaluate(t *testing.T) {
 	}
 	allow := v1Policy(t, "a *:* rwm\n")
 	d := allow.Evaluate(DeviceRef{'c', 195, 0}, AccessRead)
-	if d.Known || d.Allowed || !strings.Contains(d.Reason, "hides deny rules") {
+	if d.Known || d.Allowed || !strings.Contains(d.Reason, "hides its deny rules") {
 		t.Errorf("default-allow cgroup: %+v; want undecided with the reason", d)
 	}
 }
