@@ -90,7 +90,7 @@ func (e DevEntry) String() string {
 	case hostfs.TypeSymlink:
 		s += " -> " + n.Target
 	}
-	s += fmt.Sprintf(" mode %s owner %s group %s", n.ModeString(), e.Owner, e.Group)
+	s += fmt.Sprintf(" mode %s, owner %s, group %s", n.ModeString(), e.Owner, e.Group)
 	if e.Mount != nil {
 		s += "; " + MountString(e.Mount)
 	}
@@ -301,8 +301,8 @@ func (pr *procReader) hostSource(p string, host MountTable, hostRead ProcRead) H
 func CaptureName(pid int) string { return fmt.Sprintf("runtime/applied/%d.json", pid) }
 
 // readInProcess fills the parts read through the process's root and from
-// its memory: from the live procfs (and a recording takes them), from a
-// snapshot's capture, or from a tree's /proc/PID/root.
+// its memory: from a snapshot's capture, else from the live procfs or a
+// tree's /proc/PID/root (and a recording takes what was read).
 func (pr *procReader) readInProcess(a *Applied, want Expected, zombie bool) {
 	paths := wantedPaths(want)
 	if !pr.root.LiveProc() {
@@ -327,9 +327,8 @@ func (pr *procReader) readInProcess(a *Applied, want Expected, zombie bool) {
 		a.Env = pr.readEnv()
 	}
 	a.LSM = pr.readLSM()
-	if pr.root.LiveProc() {
-		pr.root.Capture(CaptureName(pr.pid), captureOf(a))
-	}
+	// Outside a recording this does nothing.
+	pr.root.Capture(CaptureName(pr.pid), captureOf(a))
 }
 
 func wantedPaths(want Expected) []string {

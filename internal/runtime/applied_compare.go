@@ -210,7 +210,7 @@ func (a *Applied) CheckEnv(name string) AppliedCheck {
 	}
 	if a.Env.Has(name) {
 		c.Outcome = CheckPresent
-		c.Evidence = append(c.Evidence, fmt.Sprintf("%s: %s is set (value not read)", a.Env.Read.Path, name))
+		c.Evidence = append(c.Evidence, fmt.Sprintf("%s: %s is set (its value is never kept)", a.Env.Read.Path, name))
 		return c
 	}
 	c.Outcome = CheckMissing

@@ -154,13 +154,13 @@ type IDView struct {
 func (v IDView) String() string {
 	switch {
 	case !v.Known:
-		return fmt.Sprintf("%d (as seen inside: unknown)", v.Host)
+		return fmt.Sprintf("%d (inside: not known)", v.Host)
 	case !v.Mapped:
-		return fmt.Sprintf("%d, unmapped in the container's user namespace: %d inside", v.Host, v.Inside)
+		return fmt.Sprintf("%d (%d inside: unmapped in the container's user namespace)", v.Host, v.Inside)
 	case v.Host == v.Inside:
 		return strconv.FormatUint(uint64(v.Host), 10)
 	}
-	return fmt.Sprintf("%d, %d inside", v.Host, v.Inside)
+	return fmt.Sprintf("%d (%d inside)", v.Host, v.Inside)
 }
 
 // Owner maps a node's owner (as stat gave it to us) into the container.
