@@ -44,10 +44,10 @@ func gpuContainerTree(t *testing.T) string {
 		"/proc/42/mountinfo": "594 498 254:1 /var/lib/c/rootfs / ro,relatime - ext4 /dev/vda1 rw\n" +
 			"596 594 0:59 / /dev rw,nosuid - tmpfs tmpfs rw,size=65536k,mode=755\n" +
 			"598 594 254:1 /usr/lib/x86_64-linux-gnu/libcuda.so.550.54 /usr/lib/x86_64-linux-gnu/libcuda.so.1 ro,nosuid,nodev,relatime - ext4 /dev/vda1 rw\n",
-		"/proc/42/environ":             "PATH=/bin\x00NVIDIA_VISIBLE_DEVICES=GPU-0123\x00",
-		"/proc/1/mountinfo":            "27 1 254:1 / / rw,relatime shared:1 - ext4 /dev/vda1 rw\n40 27 0:33 / /tmp rw shared:2 - tmpfs tmpfs rw\n",
-		"/proc/sys/kernel/overflowuid": "65534\n",
-		"/proc/sys/kernel/overflowgid": "65534\n",
+		"/proc/42/environ":                            "PATH=/bin\x00NVIDIA_VISIBLE_DEVICES=GPU-0123\x00",
+		"/proc/1/mountinfo":                           "27 1 254:1 / / rw,relatime shared:1 - ext4 /dev/vda1 rw\n40 27 0:33 / /tmp rw shared:2 - tmpfs tmpfs rw\n",
+		"/proc/sys/kernel/overflowuid":                "65534\n",
+		"/proc/sys/kernel/overflowgid":                "65534\n",
 		"/usr/lib/x86_64-linux-gnu/libcuda.so.550.54": "ELF",
 		"/proc/42/root/dev/.keep":                     "",
 	}
