@@ -221,24 +221,25 @@ func ReadApplied(root *hostfs.Root, pid int, want Expected) *Applied {
 	}
 
 	pr.readInProcess(a, want, zombie)
+	ix := a.Mounts.index()
 	for i := range a.Dev.Entries {
-		a.annotate(&a.Dev.Entries[i])
+		a.annotate(&a.Dev.Entries[i], ix)
 	}
 	for p, e := range a.Paths {
-		a.annotate(&e)
+		a.annotate(&e, ix)
 		a.Paths[p] = e
 	}
 	return a
 }
 
 // annotate adds what the maps and the mount table say of an entry.
-func (a *Applied) annotate(e *DevEntry) {
+func (a *Applied) annotate(e *DevEntry, ix mountIndex) {
 	if !e.Read.OK() {
 		return
 	}
 	e.Owner, e.Group = a.UserNS.Owner(e.Node.UID), a.UserNS.Group(e.Node.GID)
 	if a.MountsRead.OK() {
-		e.Mount = a.Mounts.Holding(e.Path)
+		e.Mount = ix.holding(e.Path)
 	}
 }
 

@@ -133,15 +133,16 @@ func NormalizeArch(machine string) string {
 }
 
 // HostArch is the host's architecture: /proc/sys/kernel/arch (the
-// machine field of uname, kernel/utsname_sysctl.c, Linux 6.1), else, on
-// the live host, this binary's. The ProcRead says where it came from.
+// machine field of uname, kernel/utsname_sysctl.c, Linux 6.1), else, when
+// the root's /proc is this machine's live procfs, this binary's. The
+// ProcRead says where it came from.
 func HostArch(root *hostfs.Root) (string, ProcRead) {
 	pr := &procReader{root: root}
 	b, r := pr.read("/proc/sys/kernel/arch", sysctlValueLimit)
 	if r.OK() {
 		return NormalizeArch(string(b)), r
 	}
-	if root.IsLive() {
+	if root.LiveProc() {
 		return runtime.GOARCH, ProcRead{Path: "this binary's GOARCH (" + r.String() + ")", State: ReadOK}
 	}
 	return "", r

@@ -206,9 +206,11 @@ func (ix mountIndex) rootMount() *mountinfo.Info {
 // clean and absolute, no symlinks in it): from the root mount down, at
 // each prefix of p the top mount whose parent is the mount reached so far.
 // A mount hidden under a later mount of a parent directory is never
-// returned. Nil when the table has no root mount.
-func (t MountTable) Holding(p string) *mountinfo.Info {
-	ix := t.index()
+// returned. Nil when the table has no root mount. Each call indexes the
+// table; many lookups share one index (see Applied).
+func (t MountTable) Holding(p string) *mountinfo.Info { return t.index().holding(p) }
+
+func (ix mountIndex) holding(p string) *mountinfo.Info {
 	cur := ix.rootMount()
 	if cur == nil {
 		return nil

@@ -114,9 +114,10 @@ func malformed(format string, args ...any) error {
 
 // Read limits: status, limits and the id maps are a few KiB (a uid_map has
 // at most 340 lines, kernel/user_namespace.c UID_GID_MAP_MAX_EXTENTS); a
-// mountinfo of a node with thousands of overlay mounts runs to MiBs; an
-// environment is bounded by the exec limits (a quarter of the stack
-// rlimit, fs/exec.c get_arg_page), which an unlimited stack lifts.
+// mountinfo of a node with thousands of overlay mounts runs to MiBs; exec
+// takes at most a quarter of the stack rlimit, and never more than 6 MiB,
+// for arguments and environment together (fs/exec.c bprm_stack_limits:
+// 3/4 of _STK_LIM).
 const (
 	smallProcLimit   = 256 << 10
 	mountInfoLimit   = 16 << 20
