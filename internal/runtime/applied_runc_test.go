@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -359,6 +360,22 @@ func TestAppliedRuncContainer(t *testing.T) {
 	if replay.Status.CapEff != st.CapEff || replay.LSM.Current.State != a.LSM.Current.State {
 		t.Errorf("replayed status or LSM: %s %s", replay.Status.CapEff, replay.LSM.Current)
 	}
+	// The host mounted at a directory, as in a pod with the host's / at
+	// /host: the same facts through the root's live procfs.
+	inHostRoot(t, func(hr *hostfs.Root) {
+		if !hr.LiveProc() {
+			t.Error("the rbound host's /proc is not live")
+			return
+		}
+		via := ReadApplied(hr, c.pid, want)
+		if a, b := outcomesOf(checks), outcomesOf(via.Compare(want)); a != b {
+			t.Errorf("--root differs:\n%s---\n%s", a, b)
+		}
+		if a, b := devListing(a.Dev), devListing(via.Dev); a != b {
+			t.Errorf("--root /dev differs:\n%s---\n%s", a, b)
+		}
+	})
+
 	// A path the capture did not stat is "not captured", never "missing".
 	more := Expected{Nodes: []ExpectedNode{{Path: "/dev/other0", Type: hostfs.TypeChar}}, Env: []string{"PATH"}}
 	if ch := ReadApplied(snap, c.pid, more).Compare(more); ch[0].Outcome != CheckUnknown || ch[0].State != ReadNotCaptured || ch[1].Outcome != CheckPresent {
@@ -490,5 +507,36 @@ func BenchmarkReadAppliedContainer(b *testing.B) {
 		if a := ReadApplied(root, c.pid, want); !a.Dev.Read.OK() {
 			b.Fatal(a.Dev.Read)
 		}
+	}
+}
+
+// inHostRoot runs fn with a root at a directory where the host's / is
+// bound (recursively, so its /proc is the host's live procfs), in a mount
+// namespace private to one OS thread: the bind never shows outside it, and
+// the thread dies with the goroutine.
+func inHostRoot(t *testing.T, fn func(*hostfs.Root)) {
+	t.Helper()
+	dir := t.TempDir()
+	done := make(chan string, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			done <- "unshare: " + err.Error()
+			return
+		}
+		// Private first: nothing mounted here may propagate to the host.
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			done <- "make / private: " + err.Error()
+			return
+		}
+		if err := unix.Mount("/", dir, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			done <- "rbind / at " + dir + ": " + err.Error()
+			return
+		}
+		fn(hostfs.MustNew(dir))
+		done <- ""
+	}()
+	if msg := <-done; msg != "" {
+		t.Skipf("a private mount namespace: %s", msg)
 	}
 }
