@@ -9,7 +9,6 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -591,32 +590,7 @@ func isProcfs(fd int) bool {
 // procfs fd.
 func statInProcess(procfd, pid int, p string) (unix.Stat_t, error) {
 	var st unix.Stat_t
-	pidfd, err := unix.Openat(procfd, strconv.Itoa(pid), unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return st, err
-	}
-	defer unix.Close(pidfd)
-	if !isProcfs(pidfd) {
-		return st, fmt.Errorf("/proc/%d is not procfs", pid)
-	}
-	rootfd, err := unix.Openat(pidfd, "root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return st, err
-	}
-	defer unix.Close(rootfd)
-	var fd int
-	if noOpenat2 || !openat2Works() {
-		// pathrs-lite takes an *os.File; give it its own copy of the fd.
-		dfd, derr := unix.FcntlInt(uintptr(rootfd), unix.F_DUPFD_CLOEXEC, 0)
-		if derr != nil {
-			return st, derr
-		}
-		f := os.NewFile(uintptr(dfd), "root")
-		fd, err = openInRootFallback(f, relPath(p), unix.O_PATH|unix.O_CLOEXEC)
-		f.Close()
-	} else {
-		fd, err = openat2In(rootfd, relPath(p), unix.O_PATH|unix.O_CLOEXEC, nil)
-	}
+	fd, err := openInProcess(procfd, pid, p, unix.O_PATH)
 	if err != nil {
 		return st, err
 	}
