@@ -669,6 +669,9 @@ func (s *scanner) present(p string) bool {
 		s.root.Capture(name, []byte("present\n"))
 		return true
 	}
+	if s.root.IsLive() {
+		return false
+	}
 	_, ok := s.root.Captured(name)
 	return ok
 }
