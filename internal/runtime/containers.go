@@ -367,11 +367,11 @@ func validName(n string) error {
 	case n == "." || n == "..":
 		return fmt.Errorf("name %q", n)
 	case strings.ContainsRune(n, '/'):
-		return fmt.Errorf("name %q holds a /", short(n))
+		return fmt.Errorf("name %q holds a /", clip(n))
 	}
 	for _, r := range n {
 		if r < 0x20 || r == 0x7f {
-			return fmt.Errorf("name %q holds a control character", short(n))
+			return fmt.Errorf("name %q holds a control character", clip(n))
 		}
 	}
 	return nil
@@ -411,7 +411,7 @@ func (s *scanner) readOCI(k key, dir string, hint Runtime) {
 			return
 		}
 		if st.ID != "" && st.ID != k.id {
-			e.errs = append(e.errs, fmt.Errorf("%s names container %q, its directory %q", p, short(st.ID), k.id))
+			e.errs = append(e.errs, fmt.Errorf("%s names container %q, its directory %q", p, clip(st.ID), k.id))
 		}
 		for _, w := range st.Warnings {
 			e.errs = append(e.errs, &fs.PathError{Op: "parse", Path: p, Err: w})
@@ -481,7 +481,7 @@ func (s *scanner) spec(c *Container, e *entry) {
 	case e.oci != nil && e.oci.Bundle != "":
 		c.Bundle = e.oci.Bundle
 		if !path.IsAbs(c.Bundle) {
-			c.Errors = append(c.Errors, fmt.Errorf("%s: bundle %q is not an absolute path", e.ociFile, short(c.Bundle)))
+			c.Errors = append(c.Errors, fmt.Errorf("%s: bundle %q is not an absolute path", e.ociFile, clip(c.Bundle)))
 			break
 		}
 		sp, err := ReadSpec(s.root, path.Join(c.Bundle, "config.json"))

@@ -78,7 +78,7 @@ func parseCRIOState(b []byte) (crioState, error) {
 		if s != "" {
 			n, err := strconv.ParseUint(s, 10, 64)
 			if err != nil {
-				return crioState{}, fmt.Errorf("initStartTime %q is not a number of clock ticks", short(s))
+				return crioState{}, fmt.Errorf("initStartTime %q is not a number of clock ticks", clip(s))
 			}
 			st.InitStartTime = n
 		}
@@ -134,7 +134,7 @@ func readStorageContainer(root *hostfs.Root, driverDir, id string) (c storageCon
 		}
 		c.State, c.StatePath = &st, statePath
 		if st.ID != "" && st.ID != id {
-			c.Errors = append(c.Errors, fmt.Errorf("%s names container %q, its directory %q", statePath, short(st.ID), id))
+			c.Errors = append(c.Errors, fmt.Errorf("%s names container %q, its directory %q", statePath, clip(st.ID), id))
 		}
 	case absent(err):
 	default:

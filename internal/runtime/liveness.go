@@ -158,7 +158,7 @@ func parsePID(s string) (int, error) {
 	s = strings.TrimSpace(s)
 	n, err := strconv.ParseUint(s, 10, 32)
 	if err != nil {
-		return 0, fmt.Errorf("PID %q is not a decimal number", short(s))
+		return 0, fmt.Errorf("PID %q is not a decimal number", clip(s))
 	}
 	if n == 0 || n > maxPID {
 		return 0, fmt.Errorf("PID %d is outside 1..%d", n, maxPID)
@@ -166,8 +166,8 @@ func parsePID(s string) (int, error) {
 	return int(n), nil
 }
 
-// short quotes at most 64 bytes of s for an error message.
-func short(s string) string {
+// clip keeps at most 64 bytes of s for an error message.
+func clip(s string) string {
 	if len(s) > 64 {
 		return s[:64] + "..."
 	}

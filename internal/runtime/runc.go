@@ -86,7 +86,7 @@ func (f *flexUint) UnmarshalJSON(b []byte) error {
 	}
 	n, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		return fmt.Errorf("%q is not a decimal number", short(s))
+		return fmt.Errorf("%q is not a decimal number", clip(s))
 	}
 	*f = flexUint(n)
 	return nil
@@ -155,7 +155,7 @@ func parseCrunStatus(b []byte) (ociState, error) {
 	if j.Created != "" {
 		t, err := time.Parse(time.RFC3339Nano, j.Created)
 		if err != nil {
-			st.Warnings = append(st.Warnings, fmt.Errorf("created %q: %w", short(j.Created), err))
+			st.Warnings = append(st.Warnings, fmt.Errorf("created %q: %w", clip(j.Created), err))
 		}
 		st.Created = t
 	}
