@@ -9,12 +9,13 @@ import (
 
 	"github.com/accel-doctor/accel-doctor/internal/diagnose"
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+	"github.com/accel-doctor/accel-doctor/internal/runtime"
 )
 
 func newSnapshotCmd(g *globals) *cobra.Command {
 	var (
-		file, legacy string
-		opts         diagnose.Options
+		file, legacy, container string
+		opts                    diagnose.Options
 	)
 	cmd := &cobra.Command{
 		Use:   "snapshot FILE|-",
@@ -29,6 +30,11 @@ captured". Process environments, command lines, keys and credentials are
 never captured. 'check --snapshot FILE' replays it through the same code.
 With --pid (and --spec) it also captures a container's cgroups, the nodes
 its /dev holds and its OCI spec, for 'check --snapshot FILE --pid PID'.
+With --container (an ID, an ID prefix or a PID, as 'container' takes it)
+it captures what finding that container reads: the runtimes' state files
+(kept only in the fields the lookup uses), its spec (redacted like
+--spec) and its init process's /proc entries, and then what --pid and
+--spec capture for them.
 It writes only FILE ('-': standard output).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -44,6 +50,16 @@ It writes only FILE ('-': standard output).`,
 				return usageErr("%v", err)
 			}
 			rec := root.Record()
+			if container != "" {
+				m, _, err := runtime.Find(root, container)
+				if err != nil {
+					return usageErr("snapshot --container: %v", err)
+				}
+				if m.Alive() {
+					opts.PID = m.PID
+				}
+				opts.Spec = m.ConfigPath
+			}
 			rec.PID = opts.PID
 			env := diagnose.NewEnv(root, opts)
 			diagnose.Run(env, diagnose.Registry(), diagnose.Meta{Command: "snapshot"})
@@ -68,6 +84,9 @@ It writes only FILE ('-': standard output).`,
 	f.MarkHidden("output")
 	f.IntVar(&opts.PID, "pid", 0, "also capture this process's cgroups and what its /dev holds (replay with check --pid)")
 	f.StringVar(&opts.Spec, "spec", "", "also capture this OCI config.json (replay with check --spec)")
+	f.StringVar(&container, "container", "", "also capture what finding this container reads (ID, ID prefix or PID), and its init process and spec as --pid and --spec do")
+	cmd.MarkFlagsMutuallyExclusive("container", "pid")
+	cmd.MarkFlagsMutuallyExclusive("container", "spec")
 	return cmd
 }
 
