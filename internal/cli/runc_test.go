@@ -36,6 +36,13 @@ func runcContainer(t *testing.T, devices []specs.LinuxDevice, rules []specs.Linu
 		t.Skip("busybox-static is not installed (apt-get install busybox-static)")
 	}
 	bundle := t.TempDir()
+	// Traversable by others: a user-namespaced container's root is an
+	// unprivileged host uid that must reach its rootfs.
+	for _, d := range []string{filepath.Dir(bundle), bundle} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
 	rootfs := filepath.Join(bundle, "rootfs")
 	for _, d := range []string{"bin", "dev", "proc", "sys", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(rootfs, d), 0o755); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 	"github.com/accel-doctor/accel-doctor/internal/pci"
 	"github.com/accel-doctor/accel-doctor/internal/report"
+	"github.com/accel-doctor/accel-doctor/internal/runtime"
 )
 
 // Options select what a run looks at.
@@ -21,6 +22,12 @@ type Options struct {
 	Cgroup  string         // a cgroup path instead of a PID
 	Spec    string         // an OCI config.json (host path) for the cgroup drift check
 	Probe   bool           // run functional probes (layer 8)
+	// DevicesOnly makes Devices exact even when empty: a container's run
+	// judges the host devices behind its nodes and no other.
+	DevicesOnly bool
+	// Container is the container a run judges (accel-doctor container):
+	// its checks run, and every finding carries its checkpoint.
+	Container *runtime.Container
 }
 
 // Env is what checks share during one run: the host root, the options,
@@ -102,8 +109,12 @@ func (e *Env) AddDeviceNode(id, node string) {
 
 // WantDevice reports whether the run is restricted away from the device id.
 func (e *Env) WantDevice(id string) bool {
-	return len(e.Opts.Devices) == 0 || slices.Contains(e.Opts.Devices, id)
+	return !e.restricted() || slices.Contains(e.Opts.Devices, id)
 }
+
+// restricted: the run names the devices it is about (--device, or a
+// container's).
+func (e *Env) restricted() bool { return len(e.Opts.Devices) > 0 || e.Opts.DevicesOnly }
 
 // FailedBelow returns the first FAIL recorded for subject at a layer below
 // l, so that later layers can say NOT_RUN "earlier layer failed" instead of
@@ -123,9 +134,12 @@ func (e *Env) FailedBelow(subject string, l report.Layer) (report.Finding, bool)
 type Check struct {
 	ID    string       // stable, unique: "pci.link"
 	Layer report.Layer // where its findings belong
-	Title string       // what it checks, one line
-	Codes []string     // every finding code it may emit
-	Run   func(e *Env, out *Out)
+	// Checkpoint is where its findings stand in a container's report;
+	// zero: the default for its layer (defaultCheckpoint).
+	Checkpoint report.Checkpoint
+	Title      string   // what it checks, one line
+	Codes      []string // every finding code it may emit
+	Run        func(e *Env, out *Out)
 }
 
 // Out collects one check's findings.
@@ -225,5 +239,14 @@ func runOne(e *Env, c *Check) (fs []report.Finding) {
 		}
 	}()
 	c.Run(e, out)
+	if e.Opts.Container != nil {
+		cp := c.Checkpoint
+		if cp == 0 {
+			cp = defaultCheckpoint(c.Layer)
+		}
+		for i := range out.findings {
+			out.findings[i].Checkpoint = cp
+		}
+	}
 	return out.findings
 }

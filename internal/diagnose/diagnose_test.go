@@ -10,7 +10,7 @@ import (
 
 func TestRegistryIDsUnique(t *testing.T) {
 	seen := map[string]bool{}
-	for _, c := range Registry() {
+	for _, c := range ContainerRegistry() {
 		if c.ID == "" || c.Title == "" || c.Run == nil || c.Layer == 0 {
 			t.Errorf("check %+v is incomplete", c.ID)
 		}
@@ -44,7 +44,7 @@ func TestEveryCodeExplained(t *testing.T) {
 		}
 	}
 	declared := map[string]bool{CodeCheckCrashed: true}
-	for _, ch := range Registry() {
+	for _, ch := range ContainerRegistry() {
 		for _, code := range ch.Codes {
 			declared[code] = true
 			c, ok := catalog[code]

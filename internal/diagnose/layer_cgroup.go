@@ -218,6 +218,28 @@ func placeNote(at, shown, via string) string {
 	return fmt.Sprintf("%s (resolved from %s through %s)", at, shown, via)
 }
 
+// cgroupNodes are the nodes whose access is judged: the host's
+// accelerator nodes, or in a container's report the nodes the container
+// holds, by the numbers they have there (a container's /dev/nvidia0 need
+// not be the host's). A container's node is judged even when an earlier
+// checkpoint failed for it: the policy is a fact of its own, and the
+// verdict names the earliest failure.
+func (e *Env) cgroupNodes() []devnode.ExpectedNode {
+	if e.Opts.Container == nil {
+		return e.ExpectedNodes()
+	}
+	var out []devnode.ExpectedNode
+	for _, cn := range e.ContainerNodes() {
+		typ := hostfs.TypeChar
+		if cn.typ == 'b' {
+			typ = hostfs.TypeBlock
+		}
+		out = append(out, devnode.ExpectedNode{Path: cn.path, Type: typ, Major: cn.major, Minor: cn.minor, DevKnown: true,
+			DevSource: "the container's " + cn.from, Subjects: []string{e.Opts.Container.Ref()}, Required: true})
+	}
+	return out
+}
+
 // nodeDev is the device number to evaluate for an expected node: what is
 // really on disk when the node exists, else what sysfs says it must be.
 func nodeDev(n devnode.ExpectedNode, st devnode.NodeState) (cgroup.DeviceRef, bool) {
@@ -312,12 +334,15 @@ func checkCgroupAccess(e *Env, out *Out) {
 		rw  cgroup.Decision // one O_RDWR open asking r and w together
 	}
 	var items []item
-	for _, n := range e.ExpectedNodes() {
-		if f, failed := e.FailedBelow(n.Path, report.LayerCgroup); failed {
+	for _, n := range e.cgroupNodes() {
+		if f, failed := e.FailedBelow(n.Path, report.LayerCgroup); failed && e.Opts.Container == nil {
 			out.NotRun(CodeCgroupNodeUnchecked, n.Path, "not evaluated", "an earlier layer failed: "+f.Code+": "+f.Summary)
 			continue
 		}
-		st := e.NodeState(n.Path)
+		var st devnode.NodeState
+		if e.Opts.Container == nil {
+			st = e.NodeState(n.Path)
+		}
 		dev, ok := nodeDev(n, st)
 		if !ok {
 			out.NotRun(CodeCgroupNodeUnchecked, n.Path, "not evaluated", "its device number is unknown")

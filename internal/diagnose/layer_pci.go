@@ -179,7 +179,7 @@ func (e *Env) Accelerators() []*pci.Device {
 		}
 		var out []*pci.Device
 		for _, d := range inv.Devices {
-			if len(e.Opts.Devices) > 0 {
+			if e.restricted() {
 				if e.WantDevice(d.Address.String()) {
 					out = append(out, d)
 				}
@@ -237,6 +237,9 @@ func checkPCIInventory(e *Env, out *Out) {
 		}
 	}
 	accs := e.Accelerators()
+	if len(accs) == 0 && e.Opts.DevicesOnly && len(e.Opts.Devices) == 0 {
+		return // a container holding no node of a host device: nothing here is its
+	}
 	if len(accs) == 0 && len(e.Opts.Devices) == 0 {
 		out.Add(CodePCINoAccelerator, report.Pass, "host",
 			fmt.Sprintf("no accelerator on the PCI bus (%d functions scanned)", len(inv.Devices)),

@@ -214,7 +214,7 @@ allowed) explains an EACCES that neither nodev nor the mode explains.`,
 (EACCES or EPERM): reading another user's /proc/PID/root and environ needs
 ptrace read access (fs/proc/base.c), which root on the host has. Nothing is
 concluded about the container.`,
-	Remediation: "Run `accel-doctor check --pid PID` as root on the host, or in a pod with hostPID: true and the host's / mounted at --root.",
+	Remediation: "Run `accel-doctor container ID` as root on the host, or in a pod with hostPID: true and the host's / mounted at --root.",
 }, {
 	Code: "RUNTIME_PROCESS_GONE", Status: "NOT_RUN",
 	Title:   "the container's process exited",
@@ -232,7 +232,7 @@ process's state (its /dev as the process sees it, its environment's names,
 a path stat'ed through its root): a capture taken without the container,
 or by a reader that did not ask. Absence in it says nothing about the
 container.`,
-	Remediation: "Take the snapshot on the host with the container's PID: `accel-doctor snapshot --pid PID snap.tar.gz`.",
+	Remediation: "Take the snapshot on the host with the container: `accel-doctor snapshot --container ID snap.tar.gz`.",
 }, {
 	Code: "RUNTIME_PROC_MALFORMED", Status: "NOT_RUN",
 	Title:   "a /proc file of the process is not in the kernel's format",

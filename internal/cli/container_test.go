@@ -1,0 +1,241 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+
+	"github.com/accel-doctor/accel-doctor/internal/report"
+)
+
+// Real runc containers judged by `accel-doctor container`: each case
+// plants one fault and expects the first failing checkpoint, its layer and
+// its code, and the errno that an open inside (runc exec) gets.
+
+func containerReport(t *testing.T, args ...string) (*report.Report, int) {
+	t.Helper()
+	out, stderr, code := run(t, append([]string{"container", "-o", "json"}, args...)...)
+	var rep report.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("container %v: exit %d: %v\n%s\n%s", args, code, err, out, stderr)
+	}
+	return &rep, code
+}
+
+// firstFail is the finding the verdict names.
+func firstFail(rep *report.Report) (report.Finding, bool) {
+	for _, f := range rep.Findings {
+		if f.Status == report.Fail && f.Checkpoint == rep.Verdict.Checkpoint && f.Layer == rep.Verdict.Layer {
+			return f, true
+		}
+	}
+	return report.Finding{}, false
+}
+
+func statusCodes(rep *report.Report, st report.Status) []string {
+	var out []string
+	for _, f := range rep.Findings {
+		if f.Status == st {
+			out = append(out, f.Code+" "+f.Subject)
+		}
+	}
+	return out
+}
+
+var accelNode = specs.LinuxDevice{Path: "/dev/accel0", Type: "c", Major: 1, Minor: 5, FileMode: ptr(os.FileMode(0o666)), UID: ptr(uint32(0)), GID: ptr(uint32(0))}
+
+var allowAccel = specs.LinuxDeviceCgroup{Allow: true, Type: "c", Major: ptr(int64(1)), Minor: ptr(int64(5)), Access: "rw"}
+
+// A node backed by a real driver (mem's 1:5 under an accelerator's name),
+// allowed by its spec: every checkpoint passes and the open inside works.
+func TestContainerHealthy(t *testing.T) {
+	id, _, _ := runcContainer(t, []specs.LinuxDevice{accelNode}, []specs.LinuxDeviceCgroup{allowAccel})
+	rep, code := containerReport(t, id)
+	if code != 0 || rep.Verdict.Status == report.Fail {
+		t.Fatalf("exit %d, verdict %+v, FAILs %v", code, rep.Verdict, statusCodes(rep, report.Fail))
+	}
+	want := map[string]report.Checkpoint{"CONTAINER_NODE_DRIVER": 1, "CONTAINER_FOUND": 2, "RUNTIME_NODE_APPLIED": 3, "CGROUP_DEVICE_ALLOWED": 3}
+	for _, f := range rep.Findings {
+		if cp, ok := want[f.Code]; ok && f.Status == report.Pass && f.Checkpoint == cp {
+			delete(want, f.Code)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("missing PASS findings %v in %v", want, statusCodes(rep, report.Pass))
+	}
+	if msg := inContainer(t, id, "/dev/accel0"); msg != "" {
+		t.Errorf("open inside: %s", msg)
+	}
+}
+
+// A 195:0 node injected and allowed on a host without the NVIDIA driver:
+// ENXIO, and the verdict names the host (checkpoint 1), not the cgroup.
+func TestContainerNodeWithoutDriver(t *testing.T) {
+	if b, _ := os.ReadFile("/proc/devices"); strings.Contains(string(b), "195 nvidia") {
+		t.Skip("this host has the NVIDIA driver")
+	}
+	gpu := specs.LinuxDevice{Path: "/dev/nvidia0", Type: "c", Major: 195, Minor: 0, FileMode: ptr(os.FileMode(0o666))}
+	id, _, _ := runcContainer(t, []specs.LinuxDevice{gpu},
+		[]specs.LinuxDeviceCgroup{{Allow: true, Type: "c", Major: ptr(int64(195)), Minor: ptr(int64(0)), Access: "rw"}})
+	rep, code := containerReport(t, id)
+	f, ok := firstFail(rep)
+	if code != 1 || !ok || rep.Verdict.Checkpoint != report.CheckpointHost || f.Code != "CONTAINER_NODE_NO_DRIVER" || !strings.Contains(f.Summary, "ENXIO") {
+		t.Fatalf("exit %d, verdict %+v, first %+v", code, rep.Verdict, f)
+	}
+	if msg := inContainer(t, id, "/dev/nvidia0"); !strings.Contains(msg, "No such device or address") {
+		t.Errorf("open inside: %q, want ENXIO", msg)
+	}
+}
+
+// The node is injected but the spec's device rules deny it: EPERM, and
+// the verdict names the cgroup at checkpoint 3. (1:5 is one of the nodes
+// runc allows every container; 10:229, /dev/fuse's number, is not, and a
+// write to it would be harmless.)
+func TestContainerDeniedBySpec(t *testing.T) {
+	id, _, _ := runcContainer(t, []specs.LinuxDevice{{Path: "/dev/accel0", Type: "c", Major: 10, Minor: 229, FileMode: ptr(os.FileMode(0o666))}}, nil)
+	rep, code := containerReport(t, id)
+	f, ok := firstFail(rep)
+	if code != 1 || !ok || rep.Verdict.Checkpoint != report.CheckpointApplied || f.Code != "CGROUP_DEVICE_DENIED" || f.Subject != "/dev/accel0" {
+		t.Fatalf("exit %d, verdict %+v, first %+v", code, rep.Verdict, f)
+	}
+	if msg := inContainer(t, id, "/dev/accel0"); !strings.Contains(msg, "Operation not permitted") {
+		t.Errorf("open inside: %q, want EPERM", msg)
+	}
+}
+
+// The spec allows the node but the kernel's policy changed after start (a
+// rule taken away, as a daemon-reload does): drift, at checkpoint 3.
+func TestContainerDrift(t *testing.T) {
+	id, pid, _ := runcContainer(t, []specs.LinuxDevice{accelNode}, []specs.LinuxDeviceCgroup{allowAccel})
+	cg, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cgroup"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := ""
+	for _, l := range strings.Split(string(cg), "\n") {
+		if f := strings.SplitN(l, ":", 3); len(f) == 3 && strings.Contains(","+f[1]+",", ",devices,") {
+			dir = filepath.Join("/sys/fs/cgroup/devices", f[2])
+		}
+	}
+	if dir == "" {
+		t.Skip("no v1 devices controller: the drift is planted through devices.deny")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "devices.deny"), []byte("c 1:5 rw"), 0); err != nil {
+		t.Fatal(err)
+	}
+	rep, code := containerReport(t, id)
+	codes := statusCodes(rep, report.Fail)
+	if code != 1 || rep.Verdict.Checkpoint != report.CheckpointApplied || !containsPrefix(codes, "CGROUP_DEVICE_DRIFT") {
+		t.Fatalf("exit %d, verdict %+v, FAILs %v", code, rep.Verdict, codes)
+	}
+}
+
+// A user-namespaced container given a host node owned by a uid it does not
+// map: the owner shows as 65534 inside and open gives EACCES; the verdict
+// names checkpoint 3's node owner, not the cgroup (which allows it).
+func TestContainerUnmappedOwner(t *testing.T) {
+	dir := sharedDir(t)
+	node := filepath.Join(dir, "accel-ns0")
+	mknodT(t, node, 1, 5, 0o600)
+	id, _, _ := runcContainer(t, nil, []specs.LinuxDeviceCgroup{allowAccel}, func(s *specs.Spec) {
+		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.UserNamespace})
+		s.Linux.UIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: 100000, Size: 65536}}
+		s.Linux.GIDMappings = []specs.LinuxIDMapping{{ContainerID: 0, HostID: 100000, Size: 65536}}
+		s.Mounts = append(s.Mounts, specs.Mount{Destination: "/dev/accel-ns0", Source: node, Type: "bind", Options: []string{"bind"}})
+	})
+	rep, code := containerReport(t, id)
+	f, ok := firstFail(rep)
+	if code != 1 || !ok || f.Code != "RUNTIME_NODE_OWNER_UNMAPPED" || f.Checkpoint != report.CheckpointApplied || !strings.Contains(f.Summary, "EACCES") {
+		t.Fatalf("exit %d, verdict %+v, first %+v, FAILs %v", code, rep.Verdict, f, statusCodes(rep, report.Fail))
+	}
+	if msg := inContainer(t, id, "/dev/accel-ns0"); !strings.Contains(msg, "Permission denied") {
+		t.Errorf("open inside: %q, want EACCES", msg)
+	}
+}
+
+// A node on a nodev mount: EACCES from the mount, named at checkpoint 3.
+func TestContainerNodevMount(t *testing.T) {
+	dir := sharedDir(t)
+	node := filepath.Join(dir, "accel-nd0")
+	mknodT(t, node, 1, 5, 0o666)
+	id, _, _ := runcContainer(t, nil, []specs.LinuxDeviceCgroup{allowAccel}, func(s *specs.Spec) {
+		s.Mounts = append(s.Mounts, specs.Mount{Destination: "/dev/accel-nd0", Source: node, Type: "bind", Options: []string{"bind", "nodev"}})
+	})
+	rep, code := containerReport(t, id)
+	f, ok := firstFail(rep)
+	if code != 1 || !ok || f.Code != "RUNTIME_NODE_NODEV" || f.Subject != "/dev/accel-nd0" {
+		t.Fatalf("exit %d, verdict %+v, first %+v, FAILs %v", code, rep.Verdict, f, statusCodes(rep, report.Fail))
+	}
+	if msg := inContainer(t, id, "/dev/accel-nd0"); !strings.Contains(msg, "Permission denied") {
+		t.Errorf("open inside: %q, want EACCES", msg)
+	}
+}
+
+// --pod finds the container by the CRI annotations in its spec; --all
+// lists it.
+func TestContainerByPod(t *testing.T) {
+	id, _, _ := runcContainer(t, []specs.LinuxDevice{accelNode}, []specs.LinuxDeviceCgroup{allowAccel}, func(s *specs.Spec) {
+		s.Annotations = map[string]string{"io.kubernetes.cri.sandbox-namespace": "ml", "io.kubernetes.cri.sandbox-name": "trainer-" + s.Linux.CgroupsPath[len(s.Linux.CgroupsPath)-8:],
+			"io.kubernetes.cri.container-name": "cuda", "io.kubernetes.cri.container-type": "container"}
+	})
+	var s specs.Spec
+	b, _ := exec.Command("runc", "state", id).Output()
+	var st struct{ Bundle string }
+	json.Unmarshal(b, &st)
+	raw, _ := os.ReadFile(filepath.Join(st.Bundle, "config.json"))
+	json.Unmarshal(raw, &s)
+	pod := "ml/" + s.Annotations["io.kubernetes.cri.sandbox-name"]
+	rep, code := containerReport(t, "--pod", pod, "--container", "cuda")
+	if code != 0 || !strings.Contains(rep.Source, id) || !strings.Contains(rep.Source, "pod "+pod) {
+		t.Errorf("--pod: exit %d, source %q", code, rep.Source)
+	}
+	out, _, code := run(t, "container", "--all")
+	if code == 2 || !strings.Contains(out, id) {
+		t.Errorf("--all: exit %d:\n%s", code, out)
+	}
+	if _, stderr, code := run(t, "container", "no-such-container-xyz"); code != 2 || !strings.Contains(stderr, "no container matches") {
+		t.Errorf("unknown container: exit %d %q", code, stderr)
+	}
+}
+
+func containsPrefix(list []string, p string) bool {
+	for _, s := range list {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// sharedDir is a directory a user-namespaced container's root (host uid
+// 100000) can traverse, for bind sources.
+func sharedDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, d := range []string{filepath.Dir(dir), dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func mknodT(t *testing.T, p string, major, minor uint32, mode uint32) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("mknod needs root")
+	}
+	if err := unix.Mknod(p, unix.S_IFCHR, int(unix.Mkdev(major, minor))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, os.FileMode(mode)); err != nil {
+		t.Fatal(err)
+	}
+}
