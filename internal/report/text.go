@@ -184,11 +184,15 @@ func verdictLine(r *Report) string {
 func (t *textWriter) header() {
 	r := t.r
 	t.printf("%s\n", t.paint(ansiBold, fmt.Sprintf("accel-doctor %s: %s", r.Command, safeLine(r.Source))))
+	label := "accelerators"
+	if r.Command == "container" {
+		label = "host devices behind its nodes"
+	}
 	switch {
 	case len(r.Devices) > 0:
-		t.printf("accelerators: %s\n", safeLine(summarizeDevices(r.Devices)))
+		t.printf("%s: %s\n", label, safeLine(summarizeDevices(r.Devices)))
 	case len(r.Layers) == 0 || slices.Contains(r.Layers, LayerPCI):
-		t.printf("accelerators: none found\n")
+		t.printf("%s: none found\n", label)
 	}
 }
 
