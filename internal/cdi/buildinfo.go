@@ -136,7 +136,8 @@ func dep(bi *debug.BuildInfo, paths ...string) (Module, bool) {
 // ldflagsVersion finds the version a release build stamps with
 // -ldflags "-X .../version.Version=1.7.24" (containerd, CRI-O, podman)
 // or "-X .../dockerversion.Version=28.0.1" (dockerd), which module-mode
-// builds record in the build settings.
+// builds record in the build settings (unless built with -trimpath,
+// which leaves -ldflags out: then the package database answers).
 var ldflagsVersion = regexp.MustCompile(`-X[ =]'?([^ '=]*(?:/version|/dockerversion|/define))\.Version=([^ ']+)`)
 
 // mainVersion is the runtime's own version from its build information:

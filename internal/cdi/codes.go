@@ -177,8 +177,10 @@ elsewhere, or a toolkit removed or upgraded to another path, leaves this.`,
 exec of it fails (EACCES) and so does the container's creation.`,
 		Remediation: "`chmod 0755` the program the evidence names, or reinstall the package that ships it."},
 	{Code: "CDI_NETDEV_PRESENT", Status: "PASS", Kinds: []Kind{KindNetDeviceOK},
-		Title:   "the host has the network interface a CDI spec moves",
-		Explain: `The interface named by the spec's netDevices is present under /sys/class/net.`},
+		Title: "the host has the network interface a CDI spec moves",
+		Explain: `The host interface named by the spec's netDevices (CDI 1.1.0) is present under
+/sys/class/net, so the runtime can move it into the container's network
+namespace under the name the spec gives.`},
 	{Code: "CDI_NETDEV_MISSING", Status: "FAIL", Kinds: []Kind{KindNetDeviceMissing},
 		Title: "a CDI spec moves a network interface the host does not have",
 		Explain: `The spec's netDevices names a host interface that is not under

@@ -433,9 +433,17 @@ func (reg *Registry) specFacts() Facts {
 		for _, p := range reg.Conflicts[n] {
 			f = f.with(p, "declares "+n)
 		}
+		for _, o := range reg.Overrides {
+			if o.Name == n {
+				f = f.with(o.Winner, "declares "+n+" too, in a later directory: the library drops the name all the same")
+			}
+		}
 		out = append(out, f)
 	}
 	for _, o := range reg.Overrides {
+		if len(reg.Conflicts[o.Name]) > 0 {
+			continue // said by the conflict
+		}
 		out = append(out, fact(KindDeviceOverridden, o.Name, "%s resolves to %s; the same name in %s is ignored (a later spec directory wins)", o.Name, o.Winner, o.Loser).
 			with(o.Winner, "declares "+o.Name+" (used)").with(o.Loser, "declares "+o.Name+" (ignored)"))
 	}
