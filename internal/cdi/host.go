@@ -30,13 +30,32 @@ func CheckEdits(root *hostfs.Root, owner string, e *cdispec.ContainerEdits) Fact
 	c := checker{root: root, owner: owner}
 	_, c.snapshot = root.ReadSnapshotMeta()
 	var out Facts
+	// One fact per host path and kind of piece: two hooks running one
+	// program (nvidia-cdi-hook create-symlinks, update-ldcache) need it
+	// checked once.
+	seen := map[string]bool{}
+	once := func(what, p string) bool {
+		k := what + "\x00" + p
+		if seen[k] {
+			return false
+		}
+		seen[k] = true
+		return true
+	}
 	for _, dn := range e.DeviceNodes {
-		if dn != nil {
+		if dn == nil {
+			continue
+		}
+		host := dn.HostPath
+		if host == "" {
+			host = dn.Path
+		}
+		if once("node", host+"\x00"+dn.Path) {
 			out = append(out, c.node(dn))
 		}
 	}
 	for _, m := range e.Mounts {
-		if m == nil {
+		if m == nil || !once("mount", m.HostPath+"\x00"+m.ContainerPath) {
 			continue
 		}
 		if f, ok := c.mount(m); ok {
@@ -44,7 +63,7 @@ func CheckEdits(root *hostfs.Root, owner string, e *cdispec.ContainerEdits) Fact
 		}
 	}
 	for _, h := range e.Hooks {
-		if h != nil {
+		if h != nil && once("hook", h.Path) {
 			out = append(out, c.hook(h.Path, "CDI "+h.HookName+" hook"))
 		}
 	}
@@ -114,7 +133,7 @@ func (c checker) node(dn *cdispec.DeviceNode) Fact {
 			f.Summary += fmt.Sprintf("; the runtime refuses the container (failed to stat CDI host device %q)", host)
 		}
 		f.Evidence = append(f.Evidence, ev)
-		return f.with(host, "lstat: "+err.Error())
+		return f.with(host, err.Error())
 	}
 	got := typeLetter(st.Type)
 	if st.Type == hostfs.TypeSymlink || got == "" {
@@ -189,12 +208,12 @@ func (c checker) mount(m *cdispec.Mount) (Fact, bool) {
 		if !c.root.Covers(m.HostPath) {
 			return fact(KindMountUnreadable, subj, "the capture does not show %s", m.HostPath).with(m.HostPath, "not captured"), true
 		}
-		f := fact(KindMountMissing, subj, "CDI mount %s -> %s: the host has no %s: the runtime fails the container's creation (the bind mount has no source)",
-			m.HostPath, m.ContainerPath, m.HostPath)
+		f := fact(KindMountMissing, subj, "CDI mount of %s (at %s in the container): the host has no such path: the runtime fails the container's creation (the bind mount has no source)",
+			m.HostPath, m.ContainerPath)
 		f.Evidence = append(f.Evidence, ev)
-		return f.with(m.HostPath, "stat: "+err.Error()), true
+		return f.with(m.HostPath, err.Error()), true
 	}
-	f := fact(KindMountOK, subj, "CDI mount %s -> %s: host path present (%s)", m.HostPath, m.ContainerPath, st.Type)
+	f := fact(KindMountOK, subj, "CDI mount of %s (at %s in the container): host path present (%s)", m.HostPath, m.ContainerPath, st.Type)
 	f.Evidence = append(f.Evidence, ev)
 	return f.with(m.HostPath, st.Type.String()), true
 }
@@ -217,7 +236,7 @@ func (c checker) hook(p, what string) Fact {
 			return fact(KindHookUnreadable, subj, "the capture does not show %s", p).with(p, "not captured")
 		}
 		return fact(KindHookMissing, subj, "%s %s does not exist on the host: runc fails the container's creation when it runs the hook", what, p).
-			with(p, "stat: "+err.Error())
+			with(p, err.Error())
 	}
 	if st.Type != hostfs.TypeRegular {
 		return fact(KindHookNotExec, subj, "%s %s is a %s, not a program", what, p, st.Type).with(p, st.Type.String())

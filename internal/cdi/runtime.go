@@ -221,12 +221,8 @@ func rpmPresent(root *hostfs.Root) string {
 func runtimeFacts(root *hostfs.Root, rts []*Runtime) Facts {
 	var out Facts
 	if len(rts) == 0 {
-		var where []string
-		for _, d := range PathDirs {
-			where = append(where, d)
-		}
-		f := fact(KindRuntimeNone, "runtime", "no container runtime binary (%s) under %s: which CDI spec versions the node loads is not known",
-			strings.Join(RuntimeNames, ", "), strings.Join(where, ", "))
+		f := fact(KindRuntimeNone, "runtime", "no container runtime binary (%s) in the PATH directories: which CDI spec versions the node loads is not known",
+			strings.Join(RuntimeNames, ", ")).with("", "looked in "+strings.Join(PathDirs, ", "))
 		return append(out, f)
 	}
 	for _, rt := range rts {

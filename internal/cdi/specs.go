@@ -447,12 +447,23 @@ func (reg *Registry) specFacts() Facts {
 		out = append(out, fact(KindDeviceOverridden, o.Name, "%s resolves to %s; the same name in %s is ignored (a later spec directory wins)", o.Name, o.Winner, o.Loser).
 			with(o.Winner, "declares "+o.Name+" (used)").with(o.Loser, "declares "+o.Name+" (ignored)"))
 	}
-	if nfiles == 0 && len(out) == 0 {
-		var ds []string
+	if nfiles == 0 {
+		var ds, unseen []string
+		broken := false
 		for _, d := range reg.Dirs {
 			ds = append(ds, d.Path)
+			if d.NotCaptured {
+				unseen = append(unseen, d.Path)
+			}
+			broken = broken || d.Err != nil
 		}
-		out = append(out, fact(KindSpecNone, strings.Join(ds, ", "), "no CDI spec file in %s", strings.Join(ds, ", ")))
+		if !broken {
+			f := fact(KindSpecNone, strings.Join(ds, ", "), "no CDI spec file in %s", strings.Join(ds, ", "))
+			if len(unseen) > 0 {
+				f.Summary += fmt.Sprintf(" (the capture does not show %s)", strings.Join(unseen, ", "))
+			}
+			out = append(out, f)
+		}
 	}
 	return out
 }

@@ -142,8 +142,8 @@ It is read-only. Exit status: 0 no FAIL; 1 at least one FAIL; 2 a usage error.`,
 			} else {
 				res = cdi.Check(root, args[0], opts)
 			}
-			// What the device would inject is the point: PASS findings
-			// and their evidence are listed.
+			// What the device would inject is the point: every finding
+			// is listed, and (text, markdown) a table of the edits.
 			return g.renderCDI(res, "cdi check", source, f.snapshot, true)
 		},
 	}
@@ -198,8 +198,84 @@ func (g *globals) renderCDI(res *cdi.Result, command, source, snapshot string, v
 	if err := g.render(rep, verbose); err != nil {
 		return err
 	}
+	if g.output != "json" {
+		for _, t := range injectTables(res) {
+			fmt.Fprintln(g.stdout)
+			if err := g.renderTable(t, nil); err != nil {
+				return err
+			}
+		}
+	}
 	if c := rep.ExitCode(); c != 0 {
 		return &exitError{code: c, err: errFailFound}
 	}
 	return nil
+}
+
+// injectTables is, per resolved device, what it would inject and what
+// the host has of each piece (the JSON report holds the same as the
+// evidence of CDI_DEVICE_RESOLVED and the host findings).
+func injectTables(res *cdi.Result) []*report.Table {
+	onHost := map[string]cdi.Fact{}
+	for _, f := range res.Facts {
+		switch strings.SplitN(string(f.Kind), ".", 2)[0] {
+		case "node", "mount", "hook", "netdev":
+			onHost[f.Subject] = f
+		}
+	}
+	state := func(owner, host string) string {
+		f, ok := onHost[owner+": "+host]
+		if !ok {
+			return ""
+		}
+		c, _ := cdi.CodeOf(f.Kind)
+		return c.Status + " " + c.Code
+	}
+	var out []*report.Table
+	for _, r := range res.Resolutions {
+		if r.Device == nil {
+			continue
+		}
+		e := r.Device.Edits()
+		t := &report.Table{Title: []string{fmt.Sprintf("%s would inject (%s):", r.Name, r.Device.Spec.Path)},
+			Header: []string{"EDIT", "IN THE CONTAINER", "FROM THE HOST", "ON THE HOST"}}
+		for _, dn := range e.DeviceNodes {
+			if dn == nil {
+				continue
+			}
+			host := dn.HostPath
+			if host == "" {
+				host = dn.Path
+			}
+			what := host
+			if dn.Type != "" || dn.Major != 0 {
+				what += fmt.Sprintf(" (%s %d:%d)", dn.Type, dn.Major, dn.Minor)
+			}
+			t.Rows = append(t.Rows, []string{"device node", dn.Path, what, state(r.Name, host)})
+		}
+		for _, m := range e.Mounts {
+			if m != nil {
+				t.Rows = append(t.Rows, []string{"mount", m.ContainerPath, m.HostPath, state(r.Name, m.HostPath)})
+			}
+		}
+		for _, h := range e.Hooks {
+			if h != nil {
+				t.Rows = append(t.Rows, []string{"hook " + h.HookName, "", strings.Join(append([]string{h.Path}, h.Args[min(1, len(h.Args)):]...), " "), state(r.Name, h.Path)})
+			}
+		}
+		for _, n := range e.NetDevices {
+			if n != nil {
+				t.Rows = append(t.Rows, []string{"net device", n.Name, n.HostInterfaceName, state(r.Name, "/sys/class/net/"+n.HostInterfaceName)})
+			}
+		}
+		for _, v := range e.Env {
+			name, val, _ := strings.Cut(v, "=")
+			t.Rows = append(t.Rows, []string{"env", name, val, ""})
+		}
+		for _, gid := range e.AdditionalGIDs {
+			t.Rows = append(t.Rows, []string{"additional gid", fmt.Sprint(gid), "", ""})
+		}
+		out = append(out, t)
+	}
+	return out
 }
