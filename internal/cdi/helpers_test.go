@@ -123,17 +123,6 @@ func openRoot(t testing.TB, dir string) *hostfs.Root {
 	return r
 }
 
-// kinds returns the kinds of facts about subjects containing sub.
-func kindsAbout(fs Facts, sub string) []Kind {
-	var out []Kind
-	for _, f := range fs {
-		if strings.Contains(f.Subject, sub) {
-			out = append(out, f.Kind)
-		}
-	}
-	return out
-}
-
 func hasKind(fs Facts, k Kind) bool { return len(fs.OfKind(k)) > 0 }
 
 func mustKind(t testing.TB, fs Facts, k Kind) Fact {

@@ -205,3 +205,28 @@ func TestValidateEveryPiece(t *testing.T) {
 	}
 	mustKind(t, res.Facts, KindRuntimeNone)
 }
+
+// TestRunCDIDir: /run/cdi is the same directory as /var/run/cdi where
+// /var/run links to /run (even before /var/run/cdi resolves), and a
+// directory of its own, whose specs nobody reads, where it does not.
+func TestRunCDIDir(t *testing.T) {
+	linked := hostTree(t, map[string]string{"/run/cdi/dra.yaml": allOnlySpec}, "", nil)
+	os.RemoveAll(filepath.Join(linked, "var/run"))
+	os.Symlink("../run", filepath.Join(linked, "var/run"))
+	res := Validate(openRoot(t, linked), Options{})
+	noKind(t, res.Facts, KindSpecDirUnused)
+	mustKind(t, res.Facts, KindSpecLoaded)
+
+	apart := hostTree(t, map[string]string{"/run/cdi/dra.yaml": allOnlySpec}, "", nil)
+	res = Validate(openRoot(t, apart), Options{})
+	f := mustKind(t, res.Facts, KindSpecDirUnused)
+	if f.Evidence[0].Path != "/run/cdi/dra.yaml" {
+		t.Errorf("%+v", f)
+	}
+	noKind(t, res.Facts, KindSpecLoaded)
+
+	// Only the directory: before any spec is written, nothing to say.
+	empty := hostTree(t, nil, "", nil)
+	os.MkdirAll(filepath.Join(empty, "run/cdi"), 0o755)
+	noKind(t, Validate(openRoot(t, empty), Options{}).Facts, KindSpecDirUnused)
+}

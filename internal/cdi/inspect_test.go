@@ -13,8 +13,7 @@ import (
 	"github.com/accel-doctor/accel-doctor/internal/testutil"
 )
 
-func u32(v uint32) *uint32 { return &v }
-func i64(v int64) *int64   { return &v }
+func i64(v int64) *int64 { return &v }
 
 func mechKinds(inj *Injection) []MechanismKind {
 	var out []MechanismKind

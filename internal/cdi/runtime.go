@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
-	"sort"
 	"strings"
 
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
@@ -324,14 +323,4 @@ func SpecDirs(rts []*Runtime) (dirs []string, from string) {
 		}
 	}
 	return DefaultSpecDirs, "the CDI library's defaults (cdi.DefaultSpecDirs); no runtime configuration found sets others"
-}
-
-// sortedKeys returns a map's keys, sorted.
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -416,6 +416,10 @@ func (reg *Registry) specFacts() Facts {
 				with(sf.Path, sf.Err.Error()).withErr(sf.Err)
 			if sf.Spec != nil {
 				f = f.with(sf.Path, fmt.Sprintf("cdiVersion %q, kind %q; its fields need cdiVersion >= %s", sf.Spec.Version, sf.Spec.Kind, sf.MinVersion))
+				if _, _, _, ok := semver(sf.Spec.Version); ok && cmpVersion(sf.Spec.Version, cdispec.CurrentVersion) > 0 {
+					f.Summary += fmt.Sprintf(" (cdiVersion %s is newer than the CDI library accel-doctor is built with, %s, knows: up to %s; a runtime with a newer library may load it)",
+						sf.Spec.Version, ourLibraryVersion, cdispec.CurrentVersion)
+				}
 			}
 			out = append(out, f)
 		default:

@@ -236,3 +236,19 @@ func TestSpecVersionsFacts(t *testing.T) {
 		t.Error(f.Evidence)
 	}
 }
+
+func TestOurLibraryVersion(t *testing.T) {
+	b, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Skip(err)
+	}
+	if !strings.Contains(string(b), "tags.cncf.io/container-device-interface "+ourLibraryVersion+"\n") {
+		t.Errorf("go.mod does not require the CDI library at %s", ourLibraryVersion)
+	}
+	// A spec newer than this library knows is rejected, and says so.
+	dir := hostTree(t, map[string]string{"/etc/cdi/new.yaml": "cdiVersion: 1.2.0\nkind: vendor.com/dev\ndevices:\n- name: a\n  containerEdits:\n    env: [A=1]\n"}, "", nil)
+	f := mustKind(t, Load(openRoot(t, dir), DefaultSpecDirs).specFacts(), KindSpecInvalid)
+	if !strings.Contains(f.Summary, "newer than the CDI library accel-doctor is built with") {
+		t.Error(f.Summary)
+	}
+}

@@ -362,10 +362,7 @@ func unusedRunDir(root *hostfs.Root, dirs []string) (Fact, bool) {
 		return Fact{}, false
 	}
 	for _, d := range dirs {
-		if path.Clean(d) == RunCDIDir {
-			return Fact{}, false
-		}
-		if rd, err := root.Resolve(d); err == nil && rd == real {
+		if path.Clean(d) == RunCDIDir || resolveDir(root, d) == real {
 			return Fact{}, false
 		}
 	}
@@ -388,4 +385,18 @@ func unusedRunDir(root *hostfs.Root, dirs []string) (Fact, bool) {
 		f = f.with(p, "not read")
 	}
 	return f, true
+}
+
+// resolveDir is where a directory path leads inside the root, also when
+// the directory itself does not exist (/var/run/cdi on a host whose
+// /var/run links to /run, with no /run/cdi yet): its parent is resolved.
+func resolveDir(root *hostfs.Root, d string) string {
+	d = path.Clean(d)
+	if r, err := root.Resolve(d); err == nil {
+		return r
+	}
+	if d == "/" {
+		return d
+	}
+	return path.Join(resolveDir(root, path.Dir(d)), path.Base(d))
 }

@@ -4,19 +4,19 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	cdispec "tags.cncf.io/container-device-interface/specs-go"
 )
 
 // The CDI library's module paths: the project moved from
 // github.com/container-orchestrated-devices to tags.cncf.io in v0.6.1,
 // and split the spec types into their own module (specs-go) in v0.6.0.
 const (
-	cdiModule       = "tags.cncf.io/container-device-interface"
-	cdiModuleOld    = "github.com/container-orchestrated-devices/container-device-interface"
-	cdiSpecsModule  = cdiModule + "/specs-go"
-	cdiSpecsModOld  = cdiModuleOld + "/specs-go"
-	ourLibraryLabel = "v1.1.2" // go.mod; the spec versions it knows end at cdispec.CurrentVersion
+	cdiModule      = "tags.cncf.io/container-device-interface"
+	cdiModuleOld   = "github.com/container-orchestrated-devices/container-device-interface"
+	cdiSpecsModule = cdiModule + "/specs-go"
+	cdiSpecsModOld = cdiModuleOld + "/specs-go"
+	// ourLibraryVersion is go.mod's; the spec versions it knows end at
+	// cdispec.CurrentVersion. TestOurLibraryVersion holds it to go.mod.
+	ourLibraryVersion = "v1.1.2"
 )
 
 // SpecVersions are the released CDI spec versions, oldest first
@@ -219,11 +219,6 @@ func Loads(max, v string) bool {
 		}
 	}
 	return false
-}
-
-// knownToUs: v is a spec version this build's library knows.
-func knownToUs(v string) bool {
-	return Loads(cdispec.CurrentVersion, v)
 }
 
 // semver parses "v1.7.13", "1.7.13", "1.7.24~ds1-1" (the upstream part
