@@ -103,9 +103,9 @@ func parseCapturedBuildInfo(b []byte) (*debug.BuildInfo, error) {
 	return bi, nil
 }
 
-// Module is one module of a binary's build, as used (a replacement's
+// moduleDep is one module of a binary's build, as used (a replacement's
 // version when replaced).
-type Module struct {
+type moduleDep struct {
 	Path    string `json:"path"`
 	Version string `json:"version"`
 	// Replaced says the build used a replacement; LocalReplace that it
@@ -115,13 +115,13 @@ type Module struct {
 }
 
 // dep finds a dependency by module path.
-func dep(bi *debug.BuildInfo, paths ...string) (Module, bool) {
+func dep(bi *debug.BuildInfo, paths ...string) (moduleDep, bool) {
 	for _, d := range bi.Deps {
 		for _, p := range paths {
 			if d.Path != p {
 				continue
 			}
-			m := Module{Path: d.Path, Version: d.Version}
+			m := moduleDep{Path: d.Path, Version: d.Version}
 			if r := d.Replace; r != nil {
 				m.Replaced = true
 				m.Version = r.Version
@@ -130,7 +130,7 @@ func dep(bi *debug.BuildInfo, paths ...string) (Module, bool) {
 			return m, true
 		}
 	}
-	return Module{}, false
+	return moduleDep{}, false
 }
 
 // ldflagsVersion finds the version a release build stamps with

@@ -155,7 +155,8 @@ question.`},
 	{Code: "CDI_MOUNT_MISSING", Status: "FAIL", Kinds: []Kind{KindMountMissing},
 		Title: "a CDI spec mounts a host path that does not exist",
 		Explain: `A bind mount of the spec has no source on the host. The OCI runtime fails the
-container's creation when it performs the mount. NVIDIA specs list the driver's
+container's creation when it performs the mount ("error mounting PATH to rootfs
+at ...: stat PATH: no such file or directory", runc 1.1). NVIDIA specs list the driver's
 user-space libraries by their full versioned names (libcuda.so.550.54.15): after
 a driver upgrade a spec generated for the old driver names files that are gone.`,
 		Remediation: "Regenerate the spec after every driver change (NVIDIA: `nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml`; the GPU operator does it when its driver pod restarts)."},
@@ -168,13 +169,15 @@ to exec it as root (it runs the path as given, with no PATH search).`},
 		Explain: `A hook of a CDI spec (nvidia-cdi-hook, which creates the libraries' symlinks and
 updates the container's ld.so.cache) or the legacy NVIDIA hook named in the
 container's spec does not exist at the path given. runc runs hooks by path, so
-the container's creation fails. A spec generated with the toolkit installed
+the container's creation fails ("error running hook #0: fork/exec PATH: no such
+file or directory", runc 1.1). A spec generated with the toolkit installed
 elsewhere, or a toolkit removed or upgraded to another path, leaves this.`,
 		Remediation: "Install the program at that path, or regenerate the spec so that it names the installed one (NVIDIA: `nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml`)."},
 	{Code: "CDI_HOOK_NOT_EXECUTABLE", Status: "FAIL", Kinds: []Kind{KindHookNotExec},
 		Title: "a hook program is not executable",
 		Explain: `The hook's path exists but is not a regular file with an execute bit; runc's
-exec of it fails (EACCES) and so does the container's creation.`,
+exec of it fails and so does the container's creation ("error running hook #0:
+fork/exec PATH: permission denied", runc 1.1).`,
 		Remediation: "`chmod 0755` the program the evidence names, or reinstall the package that ships it."},
 	{Code: "CDI_NETDEV_PRESENT", Status: "PASS", Kinds: []Kind{KindNetDeviceOK},
 		Title: "the host has the network interface a CDI spec moves",

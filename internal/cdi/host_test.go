@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -229,4 +230,39 @@ func TestRunCDIDir(t *testing.T) {
 	empty := hostTree(t, nil, "", nil)
 	os.MkdirAll(filepath.Join(empty, "run/cdi"), 0o755)
 	noKind(t, Validate(openRoot(t, empty), Options{}).Facts, KindSpecDirUnused)
+}
+
+func TestUnreadableInputs(t *testing.T) {
+	t.Run("spec directory in a symlink loop", func(t *testing.T) {
+		dir := hostTree(t, map[string]string{"/var/run/cdi/a.yaml": allOnlySpec}, "", nil)
+		os.RemoveAll(filepath.Join(dir, "etc/cdi"))
+		os.Symlink("cdi", filepath.Join(dir, "etc/cdi"))
+		res := Validate(openRoot(t, dir), Options{})
+		f := mustKind(t, res.Facts, KindSpecDirUnread)
+		if f.Subject != "/etc/cdi" {
+			t.Errorf("%+v", f)
+		}
+		// Not the runtime's problem as far as we know: the later
+		// directory is still read.
+		mustKind(t, res.Facts, KindSpecLoaded)
+	})
+	t.Run("net device not captured", func(t *testing.T) {
+		spec := "cdiVersion: 1.1.0\nkind: vendor.com/nic\ndevices:\n- name: a\n  containerEdits:\n    netDevices: [{hostInterfaceName: ens5f0, name: net1}]\n"
+		dir := hostTree(t, map[string]string{"/etc/cdi/x.yaml": spec}, "", nil)
+		mustKind(t, Check(openRoot(t, dir), "vendor.com/nic=a", Options{}).Facts, KindNetDeviceUnread)
+	})
+	t.Run("dpkg database unreadable", func(t *testing.T) {
+		dir := hostTree(t, map[string]string{"/etc/cdi/nvidia.yaml": spec070}, gpuManifest, nil)
+		os.MkdirAll(filepath.Join(dir, "var/lib/dpkg"), 0o755)
+		if err := syscall.Mkfifo(filepath.Join(dir, DpkgStatus), 0o644); err != nil {
+			t.Skip(err)
+		}
+		installBinary(t, dir, "/usr/bin/containerd", fakeRuntime(t, "", "", ""))
+		res := Check(openRoot(t, dir), "nvidia.com/gpu=0", Options{})
+		f := mustKind(t, res.Facts, KindRuntimeUnknown)
+		if f.Subject != DpkgStatus && !strings.Contains(dump(res.Facts), DpkgStatus) {
+			t.Errorf("%s", dump(res.Facts))
+		}
+		mustKind(t, res.Facts, KindVersionUnknown)
+	})
 }
