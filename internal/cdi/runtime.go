@@ -195,11 +195,18 @@ func FindRuntimes(root *hostfs.Root) ([]*Runtime, Facts) {
 // findBinary is the first regular file named name in PathDirs (two
 // directories that are one, /bin and /usr/bin on a merged-/usr host,
 // give the same file: the first is kept).
+//
+// A snapshot holds no file over 16 MiB, so a runtime binary recorded by
+// ReadBuildInfo is not in it: the build information captured for the
+// path says it was there.
 func findBinary(root *hostfs.Root, name string) string {
 	for _, d := range PathDirs {
 		p := path.Join(d, name)
 		st, err := root.Stat(p)
 		if err == nil && st.Type == hostfs.TypeRegular {
+			return p
+		}
+		if _, ok := root.Captured(path.Join(capturedBuildInfoDir, p)); ok {
 			return p
 		}
 	}
