@@ -306,7 +306,7 @@ injects whatever the variable asks (CUDA images set NVIDIA_VISIBLE_DEVICES=all
 in their own environment, so all GPUs) on top of the CDI devices; with runc the
 variable does nothing. Which GPUs the container sees then depends on the runtime
 handler, not on the allocation.`,
-		Remediation: "Use one mechanism: with CDI, run under runc (or the NVIDIA runtime in cdi mode) and set NVIDIA_VISIBLE_DEVICES=void in the pod, or configure the toolkit with accept-nvidia-visible-devices-envvar-when-unprivileged = false."},
+		Remediation: "Use one mechanism: with CDI devices, run the container under runc (or the NVIDIA runtime in cdi mode), or set NVIDIA_VISIBLE_DEVICES=void in the container's environment so that the legacy hook injects nothing."},
 	{Code: "INJECTION_PRIVILEGED", Status: "WARN", Kinds: []Kind{KindConflictPriv},
 		Title: "a privileged container sees every device",
 		Explain: `The container's device rules allow every device (a *:* rwm with no deny after
@@ -319,8 +319,9 @@ the allocation.`,
 		Title: "a device is requested twice",
 		Explain: `The same CDI name appears twice among the names the runtime resolves, the same
 node path twice in linux.devices, or the same GPU twice in
-NVIDIA_VISIBLE_DEVICES. containerd drops a duplicate CDI name; a duplicate node
-path makes the OCI runtime create the node twice. Two allocators (a device
+NVIDIA_VISIBLE_DEVICES. containerd drops a duplicate CDI name (its CRI WithCDI
+keeps the first); a duplicate node path is handed to the OCI runtime twice. Two
+allocators (a device
 plugin and a DRA driver, or a plugin and a hand-written annotation) asking for
 the same device usually cause it.`,
 		Remediation: "Keep one request per device: check the pod for both a resource limit and a claim for the same device."},
