@@ -24,6 +24,7 @@ var allowed = map[string][]string{
 	"sandbox":  {"hostfs", "cgroup", "probe"}, // the one writer; only cli (and cmd) import it
 	"probe":    {"hostfs"},
 	"runtime":  {"hostfs"},
+	"cdi":      {"hostfs", "runtime"},
 	"fixture":  {"hostfs"},
 	"demo":     {"hostfs"},
 	"diagnose": {"hostfs", "report", "pci", "driver", "devnode", "cgroup", "probe", "runtime"},
