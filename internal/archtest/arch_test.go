@@ -27,7 +27,7 @@ var allowed = map[string][]string{
 	"cdi":      {"hostfs", "runtime"},
 	"fixture":  {"hostfs"},
 	"demo":     {"hostfs"},
-	"diagnose": {"hostfs", "report", "pci", "driver", "devnode", "cgroup", "probe", "runtime"},
+	"diagnose": {"hostfs", "report", "pci", "driver", "devnode", "cgroup", "probe", "runtime", "cdi"},
 	"cli":      {"*"},
 	"archtest": {},
 	"testutil": {},

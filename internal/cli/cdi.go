@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/accel-doctor/accel-doctor/internal/cdi"
+	"github.com/accel-doctor/accel-doctor/internal/diagnose"
 	"github.com/accel-doctor/accel-doctor/internal/report"
 	"github.com/accel-doctor/accel-doctor/internal/runtime"
 )
@@ -162,32 +163,10 @@ func cdiReport(res *cdi.Result, command, source, root string) (*report.Report, e
 		Layers: []report.Layer{report.LayerRuntime}, Devices: []report.Device{}, Findings: []report.Finding{},
 	}
 	for _, f := range res.Facts {
-		rep.Findings = append(rep.Findings, findingOf(f))
+		rep.Findings = append(rep.Findings, diagnose.CDIFinding(f))
 	}
 	rep.Decide()
 	return rep, nil
-}
-
-func findingOf(f cdi.Fact) report.Finding {
-	c, ok := cdi.CodeOf(f.Kind)
-	if !ok {
-		// A kind without a code is a bug of ours: say so rather than drop it.
-		return report.Finding{Check: "cdi", Code: "CHECK_CRASHED", Layer: report.LayerRuntime, Status: report.NotRun,
-			Subject: f.Subject, Summary: f.Summary, Reason: fmt.Sprintf("internal: fact kind %q has no finding code", f.Kind)}
-	}
-	prefix, _, _ := strings.Cut(string(f.Kind), ".")
-	out := report.Finding{Check: "cdi." + prefix, Code: c.Code, Layer: report.LayerRuntime, Status: report.Status(c.Status),
-		Subject: f.Subject, Summary: f.Summary}
-	for _, e := range f.Evidence {
-		out.Evidence = append(out.Evidence, report.Evidence{Path: e.Path, Value: e.Value})
-	}
-	if out.Status != report.Pass {
-		out.Remediation = c.Remediation
-	}
-	if out.Status == report.NotRun {
-		out.Reason = f.Summary
-	}
-	return out
 }
 
 func (g *globals) renderCDI(res *cdi.Result, command, source, snapshot string, verbose bool) error {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/accel-doctor/accel-doctor/internal/cdi"
 	"github.com/accel-doctor/accel-doctor/internal/diagnose"
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 	"github.com/accel-doctor/accel-doctor/internal/runtime"
@@ -59,10 +60,13 @@ It writes only FILE ('-': standard output).`,
 					opts.PID = m.PID
 				}
 				opts.Spec = m.ConfigPath
+				// What `container ID` reads, so that it replays.
+				judgeContainer(root, "snapshot", m.Container)
 			}
 			rec.PID = opts.PID
 			env := diagnose.NewEnv(root, opts)
 			diagnose.Run(env, diagnose.Registry(), diagnose.Meta{Command: "snapshot"})
+			cdi.Validate(root, cdi.Options{}) // what `cdi validate` reads
 			meta, err := writeSnapshot(g, root, rec, out)
 			if err != nil {
 				return err

@@ -29,7 +29,7 @@ the stack trace.`,
 
 // catalogs is the explicit list of every layer's codes.
 func catalogs() [][]Code {
-	return [][]Code{coreCodes, pciCodes, driverCodes, devnodeCodes, cgroupCodes, containerCodes, runtimeCodes()}
+	return [][]Code{coreCodes, pciCodes, driverCodes, devnodeCodes, cgroupCodes, containerCodes, runtimeCodes(), cdiCodes()}
 }
 
 // Codes returns the whole catalog, sorted by code.

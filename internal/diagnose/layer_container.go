@@ -92,6 +92,8 @@ func containerChecks() []Check {
 	return []Check{
 		{ID: "container.found", Layer: report.LayerRuntime, Checkpoint: report.CheckpointAsked, Title: "the container and its OCI spec",
 			Codes: []string{CodeContainerFound, CodeContainerNotRunning, CodeContainerSpecUnusable}, Run: checkContainerFound},
+		{ID: "container.inject", Layer: report.LayerRuntime, Checkpoint: report.CheckpointAsked, Title: "what should inject its devices (spec, CDI, hooks) points at real things",
+			Codes: cdiCodeNames(), Run: checkContainerInject},
 		{ID: "container.driver", Layer: report.LayerDevNode, Checkpoint: report.CheckpointHost, Title: "a host driver behind every node the container holds",
 			Codes: []string{CodeContainerNodeDriver, CodeContainerNodeNoDriver, CodeContainerDriverUnknown}, Run: checkContainerDriver},
 		{ID: "container.applied", Layer: report.LayerRuntime, Checkpoint: report.CheckpointApplied, Title: "what the runtime applied to the container's process",
@@ -121,11 +123,15 @@ func defaultCheckpoint(l report.Layer) report.Checkpoint {
 }
 
 // containerWant is what the container's process should have been given:
-// its spec's devices, bind mounts and environment (CDI edits join it when
-// that checkpoint lands). Read once per run.
+// its spec's devices, bind mounts and environment, and the edits of the
+// CDI devices it names. Read once per run.
 func (e *Env) containerWant() runtime.Expected {
 	w, _ := memo(e, "container.want", func() (runtime.Expected, error) {
-		return runtime.ExpectedFromSpec(e.Opts.Container.Spec), nil
+		w := runtime.ExpectedFromSpec(e.Opts.Container.Spec)
+		if e.Opts.Container.Spec != nil {
+			addCDIEdits(&w, e.ContainerCDI())
+		}
+		return w, nil
 	})
 	return w
 }
@@ -144,7 +150,7 @@ type containerNode struct {
 	path         string
 	typ          byte // 'c' or 'b'
 	major, minor uint32
-	from         string // "linux.devices", "its /dev"
+	from         string // "its spec" (linux.devices, CDI edits) or "its /dev"
 }
 
 // standardNodes are the nodes every OCI runtime gives every container
@@ -164,7 +170,7 @@ func (e *Env) ContainerNodes() []containerNode {
 			continue
 		}
 		seen[n.Path] = true
-		out = append(out, containerNode{path: n.Path, typ: nodeTypeByte(n.Type), major: n.Major, minor: n.Minor, from: "linux.devices"})
+		out = append(out, containerNode{path: n.Path, typ: nodeTypeByte(n.Type), major: n.Major, minor: n.Minor, from: "its spec"})
 	}
 	if e.Opts.Container.Alive() {
 		for _, d := range e.ContainerApplied().Dev.Entries {

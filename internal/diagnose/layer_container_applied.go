@@ -54,7 +54,7 @@ func checkContainerApplied(e *Env, out *Out) {
 	// Nodes it holds without its spec asking (a bind mount of a host node,
 	// one a hook made) are judged as they are: openable or not.
 	for _, cn := range e.ContainerNodes() {
-		if cn.from != "linux.devices" {
+		if cn.from != "its spec" {
 			typ := hostfs.TypeChar
 			if cn.typ == 'b' {
 				typ = hostfs.TypeBlock
