@@ -16,6 +16,7 @@ require (
 require (
 	cyphar.com/go-pathrs v0.2.5 // indirect
 	github.com/coreos/go-systemd/v22 v22.6.0 // indirect
+	github.com/ebitengine/purego v0.11.3 // indirect
 	github.com/godbus/dbus/v5 v5.1.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/moby/sys/userns v0.1.0 // indirect
