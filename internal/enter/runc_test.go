@@ -41,7 +41,7 @@ var (
 
 // accelDoctor builds the static accel-doctor once, to run inside the
 // test containers (the test's own rootfs; the product never copies it).
-func accelDoctor(t *testing.T) string {
+func accelDoctor(t testing.TB) string {
 	t.Helper()
 	binOnce.Do(func() {
 		binDir, binErr = os.MkdirTemp("", "accel-doctor-enter-bin-")
@@ -69,7 +69,7 @@ func ptr[T any](v T) *T { return &v }
 
 // worldDir is a temporary directory every uid may traverse (t.TempDir's
 // are 0700, which a user-namespaced container's root cannot enter).
-func worldDir(t *testing.T) string {
+func worldDir(t testing.TB) string {
 	t.Helper()
 	d, err := os.MkdirTemp("", "accel-doctor-enter-")
 	if err != nil {
@@ -83,7 +83,7 @@ func worldDir(t *testing.T) string {
 // startContainer runs a real runc container (busybox-static rootfs, with
 // accel-doctor in it as /accel-doctor) and removes it, and so its
 // cgroups, when the test ends, whatever happens.
-func startContainer(t *testing.T, edit func(*specs.Spec)) *container {
+func startContainer(t testing.TB, edit func(*specs.Spec)) *container {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("runc containers need root")
@@ -485,5 +485,21 @@ func TestHostProbeRunsTheHelperInside(t *testing.T) {
 	}
 	if nr := res.Probe.CUDA.NotRun; !strings.Contains(nr, loader) || !strings.Contains(nr, "dynamic loader") {
 		t.Errorf("CUDA in a container without glibc: %q", nr)
+	}
+}
+
+// BenchmarkHostProbe is one `container --probe` of a running container
+// with one accelerator node: read the target, fork into its namespaces
+// and cgroups, probe, report.
+//
+//	go test -run XXX -bench HostProbe ./internal/enter
+func BenchmarkHostProbe(b *testing.B) {
+	c := startContainer(b, func(s *specs.Spec) {
+		s.Linux.Devices = append(s.Linux.Devices, specs.LinuxDevice{Path: "/dev/nvidia0", Type: "c", Major: 1, Minor: 5, FileMode: ptr(os.FileMode(0o666))})
+	})
+	for b.Loop() {
+		if _, err := Probe(context.Background(), c.pid, Options{NoLibraries: true}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
