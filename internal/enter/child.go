@@ -165,7 +165,7 @@ func enterRoot(req request, res *childResult) error {
 		return fmt.Errorf("chdir /: %w", err)
 	}
 	unix.Close(fdRoot)
-	res.Aspects = append(res.Aspects, Aspect{Name: AspectRoot, Reproduced: true, How: "fchdir(/proc/PID/root) and chroot(\".\")"})
+	res.Aspects = append(res.Aspects, Aspect{Name: AspectRoot, Reproduced: true, Decisive: true, How: "fchdir(/proc/PID/root) and chroot(\".\")"})
 	return nil
 }
 

@@ -55,8 +55,13 @@ const (
 type Aspect struct {
 	Name       string `json:"name"`
 	Reproduced bool   `json:"reproduced"`
-	How        string `json:"how,omitempty"`
-	Note       string `json:"note,omitempty"`
+	// Decisive: the aspect decides whether an open or ioctl succeeds
+	// and can be reproduced (root, user namespace, ids, capabilities, the
+	// device-deciding cgroups). Seccomp and the LSM label decide too but
+	// cannot be reproduced; they are reported, not counted.
+	Decisive bool   `json:"decisive"`
+	How      string `json:"how,omitempty"`
+	Note     string `json:"note,omitempty"`
 }
 
 // Result is a probe made as the container's process.
@@ -68,24 +73,29 @@ type Result struct {
 	Stderr string `json:"stderr,omitempty"`
 }
 
-// Reproduced reports whether every aspect that decides whether an open
-// succeeds was reproduced: root, cgroup, user namespace, ids and
-// capabilities. (Seccomp and the LSM label are said apart: see Aspect.)
+// Reproduced reports whether every decisive aspect was reproduced: the
+// probe's errnos are then those the container's process gets, seccomp
+// and LSM aside (see Aspect.Decisive).
 func (r *Result) Reproduced() bool {
 	for _, a := range r.Aspects {
-		switch a.Name {
-		case AspectRoot, AspectUser, AspectIDs, AspectCaps:
-			if !a.Reproduced {
-				return false
-			}
-		case AspectCgroup:
-			if !a.Reproduced && strings.Contains(a.Note, "device access") {
-				return false
-			}
+		if a.Decisive && !a.Reproduced {
+			return false
 		}
 	}
 	return true
 }
+
+// FlagHelp is what the help of `container --probe` must say: what the
+// probe changes on the host and what it cannot reproduce.
+const FlagHelp = `run the functional probe as the container's own process would, from the host:
+in its mount namespace and root, PID namespace, cgroups, a replica of its user
+namespace, with its uid, gid, groups, capabilities, no_new_privs and
+environment (not its seccomp filters or LSM label: the report says so).
+This WRITES TO THE HOST's cgroup tree for the life of the probe: a child
+process of accel-doctor joins each of the container's cgroups (cgroup2:
+clone3 CLONE_INTO_CGROUP; v1: its PID written to cgroup.procs) and counts
+against the container's limits until it exits. Nothing is written into the
+container: accel-doctor and accel-doctor-cuda run from fds opened on the host.`
 
 // Probe runs the functional probe (internal/probe Run) as the process
 // pid would, from the host: in its root and mount namespace, its PID
@@ -533,14 +543,14 @@ func (t *target) hostAspects() []Aspect {
 		out = append(out, Aspect{Name: AspectPID, Reproduced: true, How: "the container shares the host's PID namespace"})
 	}
 	if t.ownUser {
-		out = append(out, Aspect{Name: AspectUser, Reproduced: true,
+		out = append(out, Aspect{Name: AspectUser, Reproduced: true, Decisive: true,
 			How:  "a new user namespace with the container's uid_map and gid_map (clone CLONE_NEWUSER)",
 			Note: "a replica, not the container's own namespace: joining one (setns CLONE_NEWUSER) needs a single-threaded caller (kernel/user_namespace.c userns_install), which a Go process never is. Permission checks of files and devices depend on the ids and on which of them the namespace maps (capable_wrt_inode_uidgid), both the same in the replica; what differs is ownership of the container's other namespaces, which no open or ioctl consults"})
 	} else {
-		out = append(out, Aspect{Name: AspectUser, Reproduced: true, How: "the container shares the host's user namespace"})
+		out = append(out, Aspect{Name: AspectUser, Reproduced: true, Decisive: true, How: "the container shares the host's user namespace"})
 	}
 	for _, c := range t.cgroups {
-		a := Aspect{Name: AspectCgroup + " " + c.Name(), Reproduced: c.Err == nil}
+		a := Aspect{Name: AspectCgroup + " " + c.Name(), Reproduced: c.Err == nil, Decisive: c.decidesDevices()}
 		switch {
 		case c.Err != nil:
 			a.Note = c.Err.Error()
@@ -573,8 +583,8 @@ func (t *target) hostAspects() []Aspect {
 // credAspects compares what the child's thread read back from the kernel
 // with what was asked.
 func (t *target) credAspects(c Credentials, r *probe.Report) []Aspect {
-	ids := Aspect{Name: AspectIDs, How: fmt.Sprintf("setresuid %d, setresgid %d, setgroups %v on the probing thread", c.UID, c.GID, c.Groups)}
-	caps := Aspect{Name: AspectCaps, How: fmt.Sprintf("bounding set %016x, capset eff %016x prm %016x inh %016x, ambient %016x", c.Bnd, c.Eff, c.Prm, c.Inh, c.Amb)}
+	ids := Aspect{Name: AspectIDs, Decisive: true, How: fmt.Sprintf("setresuid %d, setresgid %d, setgroups %v on the probing thread", c.UID, c.GID, c.Groups)}
+	caps := Aspect{Name: AspectCaps, Decisive: true, How: fmt.Sprintf("bounding set %016x, capset eff %016x prm %016x inh %016x, ambient %016x", c.Bnd, c.Eff, c.Prm, c.Inh, c.Amb)}
 	nnp := Aspect{Name: AspectNNP, How: fmt.Sprintf("%v", c.NoNewPrivs)}
 	if r == nil {
 		return []Aspect{ids, caps, nnp}
