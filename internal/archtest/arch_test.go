@@ -22,6 +22,7 @@ var allowed = map[string][]string{
 	"devnode":  {"hostfs", "pci", "driver"},
 	"cgroup":   {"hostfs", "probe"},
 	"sandbox":  {"hostfs", "cgroup", "probe"}, // the one writer; only cli (and cmd) import it
+	"enter":    {"probe"},                     // the second writer (container --probe); only cli (and cmd) import it
 	"probe":    {"hostfs"},
 	"runtime":  {"hostfs"},
 	"cdi":      {"hostfs", "runtime"},

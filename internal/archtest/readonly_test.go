@@ -120,15 +120,16 @@ func TestReaderCheckSeesWrites(t *testing.T) {
 	}
 }
 
-// TestOnlyCLIImportsSandbox: the writer is reached from the sandbox
-// command alone (internal/cli and cmd/accel-doctor); no reader, check or
-// renderer can start it.
+// TestOnlyCLIImportsSandbox: the writers (internal/sandbox, and
+// internal/enter for container --probe) are reached from commands alone
+// (internal/cli and cmd/accel-doctor); no reader, check or renderer can
+// start them.
 func TestOnlyCLIImportsSandbox(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join("..", "*", "*.go"))
 	cmd, _ := filepath.Glob(filepath.Join("..", "..", "cmd", "*", "*.go"))
 	for _, f := range append(files, cmd...) {
 		pkg := filepath.Base(filepath.Dir(f))
-		if pkg == "cli" || pkg == "sandbox" || pkg == "accel-doctor" || strings.HasSuffix(f, "_test.go") {
+		if pkg == "cli" || pkg == "sandbox" || pkg == "enter" || pkg == "accel-doctor" || strings.HasSuffix(f, "_test.go") {
 			continue
 		}
 		af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
@@ -136,8 +137,10 @@ func TestOnlyCLIImportsSandbox(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, im := range af.Imports {
-			if strings.Trim(im.Path.Value, `"`) == module+"sandbox" {
-				t.Errorf("%s imports internal/sandbox: only internal/cli and cmd/accel-doctor may", f)
+			for _, writer := range []string{"sandbox", "enter"} {
+				if strings.Trim(im.Path.Value, `"`) == module+writer {
+					t.Errorf("%s imports internal/%s: only internal/cli and cmd/accel-doctor may", f, writer)
+				}
 			}
 		}
 	}

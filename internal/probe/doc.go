@@ -22,6 +22,24 @@
 // host-wide policy (an LSM, the caller's own cgroup) from being blamed on
 // that cgroup.
 //
-// The probes act on the live host's kernel and take no hostfs root: a
-// snapshot cannot be opened.
+// Run is the functional layer's probe (`accel-doctor probe`, and
+// internal/enter's `container --probe`): ScanNodes finds the accelerator
+// nodes of a /dev by name (Patterns), ProbeNode opens each with its kind's
+// access and makes the kind's read-only identification ioctl (ioctl.go:
+// DRM_IOCTL_VERSION, VIDIOC_QUERYCAP, VFIO_GET_API_VERSION and
+// VFIO_CHECK_EXTENSION, VFIO_GROUP_GET_STATUS, AMDKFD_IOC_GET_VERSION;
+// ENOTTY says the driver is not of that kind). Then, where FindLibrary
+// finds libnvidia-ml.so.1 or libcuda.so.1 as the dynamic loader would,
+// RunHelper hands the NVML and CUDA steps to cmd/accel-doctor-cuda, the
+// dynamically linked companion that can load them (helper.go says why a
+// static binary cannot), and reads its JSON lines; CUDAResults and
+// NVMLResults map its result codes to causes. Codes are the catalog
+// entries proposed for these findings.
+//
+// Everything runs on the calling goroutine (the helper is forked from its
+// OS thread), so a caller that locked the thread and changed its identity
+// probes with that identity. The probes act on the live kernel and the
+// calling process's own view of the file system, and take no hostfs root:
+// a snapshot cannot be opened. Besides opening nodes, they read
+// /etc/ld.so.cache and /proc/thread-self/cgroup; they write nothing.
 package probe

@@ -58,6 +58,9 @@ const (
 	NoDriver Class = "NO_DRIVER"
 	// NotPresent is ENOENT (or ENOTDIR on the way to it).
 	NotPresent Class = "NOT_PRESENT"
+	// Busy is EBUSY: the driver allows one opener at a time and someone
+	// holds it (a VFIO group open in a VM's QEMU, drivers/vfio/group.c).
+	Busy Class = "BUSY"
 	// Other is any other errno, reported verbatim.
 	Other Class = "OTHER"
 )
@@ -83,12 +86,21 @@ type Result struct {
 // O_NOCTTY keeps a tty from becoming our controlling terminal; nothing is
 // read, written or ioctl'd.
 func OpenNode(path string, acc Access) Result {
+	fd, r := openNode(path, acc)
+	if fd >= 0 {
+		unix.Close(fd)
+	}
+	return r
+}
+
+// openNode is OpenNode without the close: fd is -1 when the open failed.
+func openNode(path string, acc Access) (int, Result) {
 	r := Result{Path: path, Access: acc}
 	flags, err := acc.openFlags()
 	if err != nil {
 		r.Errno, r.Class, r.Message = unix.EINVAL, Other, err.Error()
 		r.ErrnoName = unix.ErrnoName(unix.EINVAL)
-		return r
+		return -1, r
 	}
 	fd, err := unix.Open(path, flags|unix.O_NONBLOCK|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
 	if err == nil {
@@ -96,9 +108,8 @@ func OpenNode(path string, acc Access) Result {
 		if unix.Fstat(fd, &st) == nil {
 			r.Node = nodeString(st.Mode, st.Rdev)
 		}
-		unix.Close(fd)
 		r.Class = OK
-		return r
+		return fd, r
 	}
 	var st unix.Stat_t
 	isDev := false
@@ -108,7 +119,7 @@ func OpenNode(path string, acc Access) Result {
 		isDev = m == unix.S_IFCHR || m == unix.S_IFBLK
 	}
 	r.setErr(err, isDev)
-	return r
+	return -1, r
 }
 
 func (r *Result) setErr(err error, isDev bool) {
@@ -139,6 +150,8 @@ func classify(en unix.Errno, isDev bool) Class {
 		return Other
 	case unix.ENOENT, unix.ENOTDIR:
 		return NotPresent
+	case unix.EBUSY:
+		return Busy
 	}
 	return Other
 }
