@@ -1,14 +1,18 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/accel-doctor/accel-doctor/internal/diagnose"
+	"github.com/accel-doctor/accel-doctor/internal/enter"
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+	"github.com/accel-doctor/accel-doctor/internal/probe"
 	"github.com/accel-doctor/accel-doctor/internal/report"
 	"github.com/accel-doctor/accel-doctor/internal/runtime"
 )
@@ -16,7 +20,7 @@ import (
 func newContainerCmd(g *globals) *cobra.Command {
 	var (
 		snapshot, pod, name string
-		all, verbose        bool
+		all, verbose, probe bool
 	)
 	cmd := &cobra.Command{
 		Use:   "container (PID|ID|PREFIX | --all | --pod NAMESPACE/NAME [--container NAME])",
@@ -28,20 +32,28 @@ evidence, and names the first that fails:
      driver and its nodes (layers 1-3), and a driver behind every node the
      container was given (a 195:0 node on a host without the NVIDIA driver
      gives ENXIO, whatever else allows it);
-  2. what should inject them: the container's OCI spec (linux.devices);
+  2. what should inject them: the container's OCI spec (linux.devices), the
+     CDI devices it names (each resolved against the host's CDI specs, each
+     node, mount and hook of their edits there, the runtime's CDI support
+     and version), the legacy NVIDIA hook, privileged;
   3. what the runtime applied to the container's init process, read from
      the host through /proc/PID without entering it: each node in its /dev
      (type, numbers, mode and owner as its user namespace sees them, a
      nodev mount), each bind mount, each environment variable (names only:
      values are never read out), the seccomp profile, capabilities, and the
-     cgroup device policy of its PID against its spec (drift).
+     cgroup device policy of its PID against its spec (drift);
+  4. with --probe: a small request, made as the container's own process
+     would make it, from the host: each node opened, the kind's ioctl, the
+     CUDA and NVML libraries when the container has them.
 
 A later checkpoint never makes up for an earlier one. Containers are found
 through the runtimes' own state (runc, crun, containerd, Docker, CRI-O),
 without a runtime client, by PID (of its init or of any process in it), ID
 or ID prefix; --pod finds a Kubernetes pod's containers on this node by the
-CRI annotations in their specs. It is read-only; it works with --root /host
-in a pod and on a snapshot taken with 'snapshot --container ID'.
+CRI annotations in their specs. Without --probe it is read-only; it works
+with --root /host in a pod and on a snapshot taken with 'snapshot
+--container ID'. --probe joins the container's cgroups for its life (see
+below): the one thing this command can change.
 
 Exit status: 0 no FAIL, 1 a FAIL (with --all: in any container), 2 usage
 error (no such container, or an ambiguous prefix) or nothing could be judged.`,
@@ -62,8 +74,15 @@ error (no such container, or an ambiguous prefix) or nothing could be judged.`,
 			if err != nil {
 				return err
 			}
+			if probe && (all || snapshot != "" || len(cs) != 1) {
+				return usageErr("--probe runs in one live container: give one container, not --all or a snapshot")
+			}
 			if len(cs) == 1 && !all {
-				rep := judgeContainer(root, source, cs[0])
+				rep, env := judgeContainerEnv(root, source, cs[0])
+				if probe {
+					handlesCancel.Store(true) // the probe's child is ended through the context
+					probeContainer(cmd.Context(), rep, env, cs[0])
+				}
 				if err := g.render(rep, verbose); err != nil {
 					return err
 				}
@@ -78,8 +97,43 @@ error (no such container, or an ambiguous prefix) or nothing could be judged.`,
 	f.StringVar(&pod, "pod", "", "a Kubernetes pod's containers, NAMESPACE/NAME (from CRI annotations)")
 	f.StringVar(&name, "container", "", "with --pod: the container's name in the pod")
 	f.BoolVarP(&verbose, "verbose", "v", false, "text output: list every check, the ones that passed too")
+	f.BoolVar(&probe, "probe", false, "checkpoint 4: "+enter.FlagHelp)
 	g.addOutputFlag(cmd)
 	return cmd
+}
+
+// probeContainer is checkpoint 4: the functional probe run as the
+// container's process would (internal/enter), its findings added to the
+// report, with what of the process it could not reproduce.
+func probeContainer(ctx context.Context, rep *report.Report, env *diagnose.Env, c runtime.Container) {
+	add := func(f report.Finding) {
+		f.Checkpoint = report.CheckpointWorks
+		rep.Findings = append(rep.Findings, f)
+	}
+	if !c.Alive() {
+		add(report.Finding{Check: "probe.container", Code: probe.CodeNoNodes, Layer: report.LayerFunctional, Status: report.NotRun,
+			Subject: c.Ref(), Summary: "not probed", Reason: "the container has no running process"})
+	} else if res, err := enter.Probe(ctx, c.PID, enter.Options{Nodes: env.ContainerNodePaths()}); err != nil {
+		add(report.Finding{Check: "probe.container", Code: probe.CodeIoctlNotRun, Layer: report.LayerFunctional, Status: report.NotRun,
+			Subject: c.Ref(), Summary: "the functional probe did not run", Reason: err.Error()})
+	} else {
+		var missed []string
+		for _, a := range res.Aspects {
+			if !a.Reproduced {
+				missed = append(missed, a.Name)
+			}
+		}
+		for _, f := range ProbeFindings(res.Probe) {
+			if len(missed) > 0 {
+				f.Evidence = append(f.Evidence, report.Evidence{Value: "not reproduced from the host: " + strings.Join(missed, ", ")})
+			}
+			add(f)
+		}
+	}
+	if !slices.Contains(rep.Layers, report.LayerFunctional) {
+		rep.Layers = append(rep.Layers, report.LayerFunctional)
+	}
+	rep.Decide()
 }
 
 func countSet(bs ...bool) int {
@@ -143,13 +197,18 @@ func pickContainers(root *hostfs.Root, args []string, all bool, pod, name string
 
 // judgeContainer runs every check of a container's report over it.
 func judgeContainer(root *hostfs.Root, source string, c runtime.Container) *report.Report {
+	rep, _ := judgeContainerEnv(root, source, c)
+	return rep
+}
+
+func judgeContainerEnv(root *hostfs.Root, source string, c runtime.Container) (*report.Report, *diagnose.Env) {
 	env := diagnose.NewEnv(root, diagnose.Options{Container: &c})
 	diagnose.PrepareContainer(env)
 	src := fmt.Sprintf("container %s (%s, pid %d, %s) on %s", c.Ref(), dash(string(c.Runtime)), c.PID, c.Status, source)
 	if c.Pod != nil {
 		src += fmt.Sprintf("; pod %s/%s container %s", c.Pod.Namespace, c.Pod.Name, dash(c.Pod.Container))
 	}
-	return diagnose.Run(env, diagnose.ContainerRegistry(), diagnose.Meta{Tool: "accel-doctor " + Version, Command: "container", Source: src})
+	return diagnose.Run(env, diagnose.ContainerRegistry(), diagnose.Meta{Tool: "accel-doctor " + Version, Command: "container", Source: src}), env
 }
 
 // containerRow is one line of `container --all`.

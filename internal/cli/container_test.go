@@ -70,9 +70,7 @@ func TestContainerHealthy(t *testing.T) {
 	if len(want) > 0 {
 		t.Errorf("missing PASS findings %v in %v", want, statusCodes(rep, report.Pass))
 	}
-	if msg := inContainer(t, id, "/dev/accel0"); msg != "" {
-		t.Errorf("open inside: %s", msg)
-	}
+	probeAgrees(t, id, "/dev/accel0", "PROBE_NODE_OPENED", "")
 }
 
 // A 195:0 node injected and allowed on a host without the NVIDIA driver:
@@ -89,9 +87,7 @@ func TestContainerNodeWithoutDriver(t *testing.T) {
 	if code != 1 || !ok || rep.Verdict.Checkpoint != report.CheckpointHost || f.Code != "CONTAINER_NODE_NO_DRIVER" || !strings.Contains(f.Summary, "ENXIO") {
 		t.Fatalf("exit %d, verdict %+v, first %+v", code, rep.Verdict, f)
 	}
-	if msg := inContainer(t, id, "/dev/nvidia0"); !strings.Contains(msg, "No such device or address") {
-		t.Errorf("open inside: %q, want ENXIO", msg)
-	}
+	probeAgrees(t, id, "/dev/nvidia0", "PROBE_NODE_NO_DRIVER", "No such device or address")
 }
 
 // The node is injected but the spec's device rules deny it: EPERM, and
@@ -105,9 +101,7 @@ func TestContainerDeniedBySpec(t *testing.T) {
 	if code != 1 || !ok || rep.Verdict.Checkpoint != report.CheckpointApplied || f.Code != "CGROUP_DEVICE_DENIED" || f.Subject != "/dev/accel0" {
 		t.Fatalf("exit %d, verdict %+v, first %+v", code, rep.Verdict, f)
 	}
-	if msg := inContainer(t, id, "/dev/accel0"); !strings.Contains(msg, "Operation not permitted") {
-		t.Errorf("open inside: %q, want EPERM", msg)
-	}
+	probeAgrees(t, id, "/dev/accel0", "PROBE_NODE_CGROUP_DENIED", "Operation not permitted")
 }
 
 // The spec allows the node but the kernel's policy changed after start (a
@@ -155,9 +149,7 @@ func TestContainerUnmappedOwner(t *testing.T) {
 	if code != 1 || !ok || f.Code != "RUNTIME_NODE_OWNER_UNMAPPED" || f.Checkpoint != report.CheckpointApplied || !strings.Contains(f.Summary, "EACCES") {
 		t.Fatalf("exit %d, verdict %+v, first %+v, FAILs %v", code, rep.Verdict, f, statusCodes(rep, report.Fail))
 	}
-	if msg := inContainer(t, id, "/dev/accel-ns0"); !strings.Contains(msg, "Permission denied") {
-		t.Errorf("open inside: %q, want EACCES", msg)
-	}
+	probeAgrees(t, id, "/dev/accel-ns0", "PROBE_NODE_PERMISSION_DENIED", "Permission denied")
 }
 
 // A node on a nodev mount: EACCES from the mount, named at checkpoint 3.
@@ -173,9 +165,7 @@ func TestContainerNodevMount(t *testing.T) {
 	if code != 1 || !ok || f.Code != "RUNTIME_NODE_NODEV" || f.Subject != "/dev/accel-nd0" {
 		t.Fatalf("exit %d, verdict %+v, first %+v, FAILs %v", code, rep.Verdict, f, statusCodes(rep, report.Fail))
 	}
-	if msg := inContainer(t, id, "/dev/accel-nd0"); !strings.Contains(msg, "Permission denied") {
-		t.Errorf("open inside: %q, want EACCES", msg)
-	}
+	probeAgrees(t, id, "/dev/accel-nd0", "PROBE_NODE_PERMISSION_DENIED", "Permission denied")
 }
 
 // --pod finds the container by the CRI annotations in its spec; --all
@@ -202,6 +192,30 @@ func TestContainerByPod(t *testing.T) {
 	}
 	if _, stderr, code := run(t, "container", "no-such-container-xyz"); code != 2 || !strings.Contains(stderr, "no container matches") {
 		t.Errorf("unknown container: exit %d %q", code, stderr)
+	}
+}
+
+// probeAgrees runs `container ID --probe` and checks that the host-side
+// probe's open of node gets the same answer as an open inside (runc exec):
+// the finding code of the errno class, and the errno's words.
+func probeAgrees(t *testing.T, id, node, wantCode, insideWords string) {
+	t.Helper()
+	rep, _ := containerReport(t, id, "--probe")
+	got := ""
+	for _, f := range rep.Findings {
+		if f.Layer == report.LayerFunctional && f.Subject == node && strings.HasPrefix(f.Code, "PROBE_NODE_") {
+			got = f.Code
+			if f.Checkpoint != report.CheckpointWorks {
+				t.Errorf("%s at checkpoint %d, want 4", f.Code, f.Checkpoint)
+			}
+		}
+	}
+	if got != wantCode {
+		t.Errorf("container --probe: %s gave %q, want %q; findings %v", node, got, wantCode, statusCodes(rep, report.Fail))
+	}
+	msg := inContainer(t, id, node)
+	if (insideWords == "") != (msg == "") || !strings.Contains(msg, insideWords) {
+		t.Errorf("open inside: %q, want %q", msg, insideWords)
 	}
 }
 

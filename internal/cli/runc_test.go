@@ -117,6 +117,14 @@ func runcContainer(t *testing.T, devices []specs.LinuxDevice, rules []specs.Linu
 	if err != nil {
 		t.Fatal(err)
 	}
+	// runc run --detach can return before its init has exec'd the
+	// workload: wait until it has (its environment is set only then).
+	for i := 0; i < 250; i++ {
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); strings.HasPrefix(string(b), "/bin/sleep") {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	return id, pid, spec
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/accel-doctor/accel-doctor/internal/enter"
 	"github.com/accel-doctor/accel-doctor/internal/sandbox"
 	"github.com/accel-doctor/accel-doctor/internal/testutil"
 )
@@ -15,7 +16,9 @@ import (
 // TestMain lets sandbox.Run re-run this test binary as its helpers, as
 // cmd/accel-doctor does.
 func TestMain(m *testing.M) {
-	if sandbox.TrampolineMain() {
+	// The test binary stands in for accel-doctor when the sandbox and
+	// container --probe re-run it for their helpers.
+	if sandbox.TrampolineMain() || enter.TrampolineMain() {
 		return
 	}
 	os.Exit(m.Run())

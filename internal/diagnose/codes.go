@@ -3,6 +3,8 @@ package diagnose
 import (
 	"sort"
 
+	"github.com/accel-doctor/accel-doctor/internal/probe"
+
 	"github.com/accel-doctor/accel-doctor/internal/report"
 )
 
@@ -29,7 +31,7 @@ the stack trace.`,
 
 // catalogs is the explicit list of every layer's codes.
 func catalogs() [][]Code {
-	return [][]Code{coreCodes, pciCodes, driverCodes, devnodeCodes, cgroupCodes, containerCodes, runtimeCodes(), cdiCodes()}
+	return [][]Code{coreCodes, pciCodes, driverCodes, devnodeCodes, cgroupCodes, containerCodes, runtimeCodes(), cdiCodes(), probeCodes()}
 }
 
 // Codes returns the whole catalog, sorted by code.
@@ -64,4 +66,15 @@ func Registry() []Check {
 	all = append(all, devnodeChecks()...)
 	all = append(all, cgroupChecks()...)
 	return all
+}
+
+// probeCodes are the functional layer's codes (internal/probe): the probe
+// command and container --probe emit them, outside the registry (the
+// probe runs in a container, or in one's namespaces, not over a root).
+func probeCodes() []Code {
+	out := make([]Code, 0, len(probe.Codes))
+	for _, c := range probe.Codes {
+		out = append(out, Code{Code: c.Code, Layer: report.LayerFunctional, Title: c.Title, Explain: c.Explain, Remediation: c.Remediation})
+	}
+	return out
 }

@@ -185,6 +185,16 @@ func (e *Env) ContainerNodes() []containerNode {
 	return out
 }
 
+// ContainerNodePaths are the paths, inside the container, of the nodes
+// it holds (what a functional probe opens).
+func (e *Env) ContainerNodePaths() []string {
+	var out []string
+	for _, n := range e.ContainerNodes() {
+		out = append(out, n.path)
+	}
+	return out
+}
+
 func nodeTypeByte(t hostfs.FileType) byte {
 	if t == hostfs.TypeBlock {
 		return 'b'

@@ -50,6 +50,7 @@ func checkContainerApplied(e *Env, out *Out) {
 		return
 	}
 	want := e.containerWant()
+	notStarted := c.Status == runtime.StatusCreated || strings.HasPrefix(a.Status.Name, "runc:[")
 	checks := a.Compare(want)
 	// Nodes it holds without its spec asking (a bind mount of a host node,
 	// one a hook made) are judged as they are: openable or not.
@@ -70,7 +71,7 @@ func checkContainerApplied(e *Env, out *Out) {
 		case "mount":
 			judgeAppliedMount(out, ch)
 		case "env":
-			if c.Status == runtime.StatusCreated {
+			if notStarted {
 				continue // said once below
 			}
 			if ch.Outcome == runtime.CheckPresent {
@@ -80,9 +81,9 @@ func checkContainerApplied(e *Env, out *Out) {
 			judgeAppliedEnv(out, ch)
 		}
 	}
-	if c.Status == runtime.StatusCreated && len(want.Env) > 0 {
-		out.NotRun(CodeContainerNotStarted, c.Ref(), "the environment not judged", "the container is created, not started: its init is still the runtime's, and the spec's environment is set only when it execs the workload",
-			Ev(c.StatePath, "status created"))
+	if notStarted && len(want.Env) > 0 {
+		out.NotRun(CodeContainerNotStarted, c.Ref(), "the environment not judged", "the container's init is still the runtime's ("+a.Status.Name+", status "+string(c.Status)+"): the spec's environment is set only when it execs the workload",
+			Ev(a.StatusRead.Path, "Name: "+a.Status.Name))
 	}
 	if len(envOK) > 0 {
 		out.Add(codeEnvApplied, report.Pass, c.Ref(), fmt.Sprintf("%d of the spec's %d environment variables are set in the process (values not read)", len(envOK), len(want.Env)),

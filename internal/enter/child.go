@@ -51,6 +51,7 @@ type request struct {
 	NoLibraries   bool          `json:"no_libraries"`
 	Creds         Credentials   `json:"creds"`
 	Timeout       time.Duration `json:"timeout"`
+	Nodes         []string      `json:"nodes,omitempty"`
 }
 
 // childResult is what the child reports.
@@ -109,7 +110,7 @@ func childMain() int {
 		res.Error = "take the container's credentials: " + err.Error()
 		return report()
 	}
-	opt := probe.Options{Dev: "/dev", NoLibraries: req.NoLibraries, HelperTimeout: req.HelperTimeout, Env: cleanEnv(os.Environ())}
+	opt := probe.Options{Dev: "/dev", NoLibraries: req.NoLibraries, HelperTimeout: req.HelperTimeout, Env: cleanEnv(os.Environ()), Nodes: req.Nodes}
 	if req.HelperFD >= 0 {
 		opt.HelperFile = os.NewFile(uintptr(req.HelperFD), req.HelperPath)
 		opt.HelperPath = req.HelperPath

@@ -31,6 +31,9 @@ type Options struct {
 	NoLibraries   bool
 	// Timeout bounds the whole probe (2 minutes when 0).
 	Timeout time.Duration
+	// Nodes are container paths to open beside those the probe's scan
+	// finds (the nodes the container was given, whatever their names).
+	Nodes []string
 }
 
 // The aspects of the container's process that the probe reproduces, or
@@ -342,7 +345,7 @@ func (t *target) run(ctx context.Context, opt Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	req := request{MountFD: -1, HelperFD: -1, HelperTimeout: opt.HelperTimeout, NoLibraries: opt.NoLibraries, Creds: creds, Timeout: opt.Timeout}
+	req := request{MountFD: -1, HelperFD: -1, HelperTimeout: opt.HelperTimeout, NoLibraries: opt.NoLibraries, Creds: creds, Timeout: opt.Timeout, Nodes: opt.Nodes}
 	// The child's descriptors (see child.go): 3 exe, 4 request, 5 root,
 	// then the optional ones.
 	reqR, reqW, err := os.Pipe()

@@ -134,7 +134,9 @@ device of the group can be opened through VFIO.`,
 		"Bind every device of the IOMMU group to vfio-pci (or leave it driverless) on the host."},
 	{CodeKFDVersion, "the AMD KFD interface is of an unsupported major version",
 		`AMDKFD_IOC_GET_VERSION answered a major version other than
-KFD_IOCTL_MAJOR_VERSION (1), which user space requires.`,
+KFD_IOCTL_MAJOR_VERSION (1), which user space requires (include/uapi/linux/kfd_ioctl.h).
+ROCm's thunk (libhsakmt) refuses such a kernel driver, so no GPU is usable
+through /dev/kfd even though the node opened.`,
 		"Use a ROCm user space that matches the host's amdgpu/amdkfd driver."},
 	{CodeNoNodes, "no accelerator node in this process's /dev",
 		`No name under /dev matched an accelerator pattern (nvidia*, nvidia-caps/*,

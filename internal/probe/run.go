@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -29,6 +30,10 @@ type Options struct {
 	Env []string
 	// NoLibraries skips the CUDA and NVML steps (NOT_RUN, "not asked").
 	NoLibraries bool
+	// Nodes are more nodes to open, beside those the scan finds: the
+	// ones a container was given under names no kind knows. A node whose
+	// name no kind knows is opened, and gets no ioctl.
+	Nodes []string
 }
 
 // Report is what a probe saw and did: the functional layer's facts.
@@ -77,6 +82,7 @@ func Run(ctx context.Context, opt Options) *Report {
 	}
 	r := &Report{Dev: dev, Patterns: Patterns(), Process: currentProcess()}
 	r.Nodes, r.DevErrors = ScanNodes(dev)
+	r.Nodes = addNodes(r.Nodes, opt.Nodes, dev)
 	r.NVML = LibProbe{Lib: HelperNVML, Library: LibNVML}
 	r.CUDA = LibProbe{Lib: HelperCUDA, Library: LibCUDA}
 	if opt.NoLibraries {
@@ -86,6 +92,30 @@ func Run(ctx context.Context, opt Options) *Report {
 	}
 	r.Elapsed = time.Since(start)
 	return r
+}
+
+// addNodes probes the named nodes the scan did not find (p under the
+// /dev directory dev, or absolute), with the kind their name tells, if any.
+func addNodes(nodes []NodeProbe, extra []string, dev string) []NodeProbe {
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		seen[n.Path] = true
+	}
+	for _, p := range extra {
+		p = filepath.Clean(p)
+		if seen[p] || !strings.HasPrefix(p, "/") {
+			continue
+		}
+		seen[p] = true
+		rel, err := filepath.Rel(dev, p)
+		kind := Kind("")
+		if err == nil && !strings.HasPrefix(rel, "..") {
+			kind, _ = KindOf(filepath.ToSlash(rel))
+		}
+		nodes = append(nodes, ProbeNode(p, kind))
+	}
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Path < nodes[j].Path })
+	return nodes
 }
 
 func runLibraries(ctx context.Context, opt Options, r *Report) {
