@@ -21,6 +21,7 @@ func newContainerCmd(g *globals) *cobra.Command {
 	var (
 		snapshot, pod, name string
 		all, verbose, probe bool
+		specDirs            []string
 	)
 	cmd := &cobra.Command{
 		Use:   "container (PID|ID|PREFIX | --all | --pod NAMESPACE/NAME [--container NAME])",
@@ -74,6 +75,12 @@ error (no such container, or an ambiguous prefix) or nothing could be judged.`,
 			if err != nil {
 				return err
 			}
+			for _, d := range specDirs {
+				if !strings.HasPrefix(d, "/") {
+					return usageErr("--cdi-spec-dir %q is not a host-absolute path", d)
+				}
+			}
+			containerSpecDirs = specDirs
 			if probe && (all || snapshot != "" || len(cs) != 1) {
 				return usageErr("--probe runs in one live container: give one container, not --all or a snapshot")
 			}
@@ -98,6 +105,7 @@ error (no such container, or an ambiguous prefix) or nothing could be judged.`,
 	f.StringVar(&name, "container", "", "with --pod: the container's name in the pod")
 	f.BoolVarP(&verbose, "verbose", "v", false, "text output: list every check, the ones that passed too")
 	f.BoolVar(&probe, "probe", false, "checkpoint 4: "+enter.FlagHelp)
+	f.StringSliceVar(&specDirs, "cdi-spec-dir", nil, "CDI spec directories in priority order (default: the runtime's cdi_spec_dirs, else /etc/cdi,/var/run/cdi)")
 	g.addOutputFlag(cmd)
 	return cmd
 }
@@ -201,8 +209,11 @@ func judgeContainer(root *hostfs.Root, source string, c runtime.Container) *repo
 	return rep
 }
 
+// containerSpecDirs is --cdi-spec-dir of this run.
+var containerSpecDirs []string
+
 func judgeContainerEnv(root *hostfs.Root, source string, c runtime.Container) (*report.Report, *diagnose.Env) {
-	env := diagnose.NewEnv(root, diagnose.Options{Container: &c})
+	env := diagnose.NewEnv(root, diagnose.Options{Container: &c, CDISpecDirs: containerSpecDirs})
 	diagnose.PrepareContainer(env)
 	src := fmt.Sprintf("container %s (%s, pid %d, %s) on %s", c.Ref(), dash(string(c.Runtime)), c.PID, c.Status, source)
 	if c.Pod != nil {

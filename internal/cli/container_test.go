@@ -253,3 +253,105 @@ func mknodT(t *testing.T, p string, major, minor uint32, mode uint32) {
 		t.Fatal(err)
 	}
 }
+
+// CDI cases: the container (a runc one, which applies no CDI itself, as
+// CRI-O leaves the names in the spec for its own injection) names a CDI
+// device in its annotations; the spec directory is a temp dir given with
+// --cdi-spec-dir.
+func cdiContainer(t *testing.T, spec, device string) (id, specDir string) {
+	t.Helper()
+	specDir = t.TempDir()
+	if err := os.WriteFile(filepath.Join(specDir, "accel-test.yaml"), []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id, _, _ = runcContainer(t, []specs.LinuxDevice{accelNode}, []specs.LinuxDeviceCgroup{allowAccel}, func(s *specs.Spec) {
+		s.Annotations = map[string]string{"cdi.k8s.io/accel": device}
+	})
+	return id, specDir
+}
+
+func cdiFirstFail(t *testing.T, id, specDir string) (*report.Report, report.Finding) {
+	t.Helper()
+	rep, code := containerReport(t, id, "--cdi-spec-dir", specDir)
+	f, ok := firstFail(rep)
+	if code != 1 || !ok {
+		t.Fatalf("exit %d, verdict %+v, FAILs %v", code, rep.Verdict, statusCodes(rep, report.Fail))
+	}
+	return rep, f
+}
+
+// A CDI spec that declares only "all" does not resolve example.com/accel=0:
+// checkpoint 2, "unresolvable CDI devices".
+func TestContainerCDIUnresolvable(t *testing.T) {
+	id, dir := cdiContainer(t, `cdiVersion: 0.5.0
+kind: example.com/accel
+devices:
+- name: all
+  containerEdits:
+    deviceNodes:
+    - path: /dev/zero
+`, "example.com/accel=0")
+	_, f := cdiFirstFail(t, id, dir)
+	if f.Code != "CDI_DEVICE_UNRESOLVABLE" || f.Checkpoint != report.CheckpointAsked || !strings.Contains(f.Summary+strings.Join(evidenceValues(f), " "), "unresolvable CDI devices") {
+		t.Errorf("first failure %+v", f)
+	}
+}
+
+// A CDI spec whose node is not on the host: checkpoint 2, naming it.
+func TestContainerCDIHostNodeMissing(t *testing.T) {
+	id, dir := cdiContainer(t, `cdiVersion: 0.5.0
+kind: example.com/accel
+devices:
+- name: "0"
+  containerEdits:
+    deviceNodes:
+    - path: /dev/accel-doctor-no-such-node
+`, "example.com/accel=0")
+	_, f := cdiFirstFail(t, id, dir)
+	if f.Code != "CDI_NODE_MISSING" || f.Checkpoint != report.CheckpointAsked || !strings.Contains(f.Summary+strings.Join(evidenceValues(f), " "), "/dev/accel-doctor-no-such-node") {
+		t.Errorf("first failure %+v", f)
+	}
+}
+
+// A CDI spec mounts a library and sets a variable the container's process
+// does not have (the runtime did not apply the edits): checkpoint 3,
+// naming the mount's path, and the variable.
+func TestContainerCDIEditsNotApplied(t *testing.T) {
+	lib := filepath.Join(t.TempDir(), "libaccel.so.1")
+	if err := os.WriteFile(lib, []byte("not really a library"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	id, dir := cdiContainer(t, `cdiVersion: 0.5.0
+kind: example.com/accel
+devices:
+- name: "0"
+  containerEdits:
+    deviceNodes:
+    - path: /dev/zero
+containerEdits:
+  env:
+  - ACCEL_VISIBLE_DEVICES=0
+  mounts:
+  - hostPath: `+lib+`
+    containerPath: /usr/lib/libaccel.so.1
+    options: [ro, bind]
+`, "example.com/accel=0")
+	rep, f := cdiFirstFail(t, id, dir)
+	if rep.Verdict.Checkpoint != report.CheckpointApplied {
+		t.Errorf("verdict %+v", rep.Verdict)
+	}
+	fails := statusCodes(rep, report.Fail)
+	for _, want := range []string{"RUNTIME_MOUNT_MISSING /usr/lib/libaccel.so.1", "RUNTIME_ENV_MISSING ACCEL_VISIBLE_DEVICES"} {
+		if !containsPrefix(fails, want) {
+			t.Errorf("no %s among %v (first %+v)", want, fails, f)
+		}
+	}
+}
+
+func evidenceValues(f report.Finding) []string {
+	var out []string
+	for _, e := range f.Evidence {
+		out = append(out, e.Path+" "+e.Value)
+	}
+	return out
+}

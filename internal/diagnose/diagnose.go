@@ -28,6 +28,10 @@ type Options struct {
 	// Container is the container a run judges (accel-doctor container):
 	// its checks run, and every finding carries its checkpoint.
 	Container *runtime.Container
+	// CDISpecDirs overrides the CDI spec directories a container's CDI
+	// names are resolved in (default: its runtime's, else /etc/cdi and
+	// /var/run/cdi).
+	CDISpecDirs []string
 }
 
 // Env is what checks share during one run: the host root, the options,

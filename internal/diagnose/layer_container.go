@@ -129,7 +129,7 @@ func (e *Env) containerWant() runtime.Expected {
 	w, _ := memo(e, "container.want", func() (runtime.Expected, error) {
 		w := runtime.ExpectedFromSpec(e.Opts.Container.Spec)
 		if e.Opts.Container.Spec != nil {
-			addCDIEdits(&w, e.ContainerCDI())
+			addCDIEdits(e.Root, &w, e.ContainerCDI())
 		}
 		return w, nil
 	})

@@ -4,6 +4,8 @@ import (
 	"io/fs"
 	"strings"
 
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
 	"github.com/accel-doctor/accel-doctor/internal/cdi"
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 	"github.com/accel-doctor/accel-doctor/internal/report"
@@ -79,7 +81,7 @@ func cdiRuntime(r runtime.Runtime) string {
 func (e *Env) ContainerCDI() *cdi.Result {
 	r, _ := memo(e, "container.cdi", func() (*cdi.Result, error) {
 		c := e.Opts.Container
-		return cdi.Container(e.Root, c.Spec, cdi.Options{Runtime: cdiRuntime(c.Runtime)}), nil
+		return cdi.Container(e.Root, c.Spec, cdi.Options{Runtime: cdiRuntime(c.Runtime), Dirs: e.Opts.CDISpecDirs}), nil
 	})
 	return r
 }
@@ -96,10 +98,39 @@ func checkContainerInject(e *Env, out *Out) {
 	}
 }
 
+// cdiNode is the node a CDI deviceNodes entry puts in the container. An
+// entry without type and numbers takes them from the host's node at its
+// hostPath (or path), as the CDI library does when it injects (pkg/cdi
+// container-edits: fillMissingInfo); without that node there is nothing
+// to expect.
+func cdiNode(root *hostfs.Root, dn *cdispec.DeviceNode) (runtime.ExpectedNode, bool) {
+	n := runtime.ExpectedNode{Path: dn.Path, Type: hostfs.TypeChar, Major: uint32(dn.Major), Minor: uint32(dn.Minor)}
+	if dn.Type == "b" {
+		n.Type = hostfs.TypeBlock
+	}
+	if dn.Type == "" || (dn.Major == 0 && dn.Minor == 0) {
+		host := dn.HostPath
+		if host == "" {
+			host = dn.Path
+		}
+		st, err := root.Stat(host)
+		if err != nil || (st.Type != hostfs.TypeChar && st.Type != hostfs.TypeBlock) {
+			return n, false
+		}
+		if dn.Type == "" {
+			n.Type = st.Type
+		}
+		if dn.Major == 0 && dn.Minor == 0 {
+			n.Major, n.Minor = st.Major, st.Minor
+		}
+	}
+	return n, true
+}
+
 // addCDIEdits adds what the resolved CDI devices inject to what the
 // container's process should have (skipping what the spec names already:
 // containerd and Docker write the resolved edits into config.json).
-func addCDIEdits(w *runtime.Expected, res *cdi.Result) {
+func addCDIEdits(root *hostfs.Root, w *runtime.Expected, res *cdi.Result) {
 	have := map[string]bool{}
 	for _, n := range w.Nodes {
 		have["node "+n.Path] = true
@@ -119,11 +150,11 @@ func addCDIEdits(w *runtime.Expected, res *cdi.Result) {
 			if dn == nil || have["node "+dn.Path] {
 				continue
 			}
-			have["node "+dn.Path] = true
-			n := runtime.ExpectedNode{Path: dn.Path, Type: hostfs.TypeChar, Major: uint32(dn.Major), Minor: uint32(dn.Minor)}
-			if dn.Type == "b" {
-				n.Type = hostfs.TypeBlock
+			n, ok := cdiNode(root, dn)
+			if !ok {
+				continue // checkpoint 2 says the host lacks it
 			}
+			have["node "+dn.Path] = true
 			if dn.FileMode != nil {
 				m := fs.FileMode(*dn.FileMode).Perm()
 				n.Mode = &m
