@@ -22,7 +22,7 @@ import (
 // the spec), and returns its id, init PID and the path of its config.json.
 // The container and its cgroups are removed when the test ends, whatever
 // happens.
-func runcContainer(t *testing.T, devices []specs.LinuxDevice, rules []specs.LinuxDeviceCgroup, edits ...func(*specs.Spec)) (id string, pid int, spec string) {
+func runcContainer(t testing.TB, devices []specs.LinuxDevice, rules []specs.LinuxDeviceCgroup, edits ...func(*specs.Spec)) (id string, pid int, spec string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("runc containers need root")
