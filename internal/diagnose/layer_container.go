@@ -251,6 +251,9 @@ func checkContainerFound(e *Env, out *Out) {
 	for _, err := range c.Errors {
 		ev = append(ev, Ev("", err.Error()))
 	}
+	if c.Alive() {
+		ev = append(ev, processEvidence(e.ContainerApplied())...)
+	}
 	out.Add(CodeContainerFound, report.Pass, c.Ref(), fmt.Sprintf("container %s (%s, pid %d, %s)", c.Ref(), orElse(string(c.Runtime), "unknown runtime"), c.PID, c.Status), ev...)
 	if c.Spec == nil {
 		out.NotRun(CodeContainerSpecUnusable, c.Ref(), "its OCI spec could not be read", "config.json unreadable: "+errorsText(c.Errors), Ev(c.ConfigPath, "unreadable"))
@@ -258,6 +261,38 @@ func checkContainerFound(e *Env, out *Out) {
 	if !c.Alive() {
 		out.NotRun(CodeContainerNotRunning, c.Ref(), "no running process to look at", fmt.Sprintf("the container is %s: %s", c.Status, c.StatusReason))
 	}
+}
+
+// processEvidence is what an operator wants to see of the container's
+// process beside the checks: who it runs as, its capabilities, seccomp,
+// no_new_privs, LSM label and locked-memory limit.
+func processEvidence(a *runtime.Applied) []report.Evidence {
+	var ev []report.Evidence
+	if a.StatusRead.OK() {
+		st := a.Status
+		line := fmt.Sprintf("%s, uid %d gid %d; CapEff %s", st.Name, st.UID[1], st.GID[1], st.CapEff)
+		if st.Seccomp != nil {
+			line += fmt.Sprintf("; seccomp mode %d", *st.Seccomp)
+		}
+		if st.NoNewPrivs != nil {
+			line += fmt.Sprintf("; no_new_privs %v", *st.NoNewPrivs)
+		}
+		ev = append(ev, Ev(a.StatusRead.Path, line))
+	}
+	for _, l := range []struct {
+		r     runtime.ProcRead
+		label string
+	}{{a.LSM.Current, a.LSM.CurrentLabel}, {a.LSM.AppArmor, a.LSM.AppArmorLabel}} {
+		if l.r.OK() && l.label != "" {
+			ev = append(ev, Ev(l.r.Path, "LSM label "+l.label))
+		}
+	}
+	if a.LimitsRead.OK() {
+		if ml, ok := a.Limits.MemLock(); ok {
+			ev = append(ev, Ev(a.LimitsRead.Path, runtime.MemLockName+": "+ml.String()))
+		}
+	}
+	return ev
 }
 
 func errorsText(errs []error) string {
