@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -371,4 +372,35 @@ func BenchmarkContainerAll100(b *testing.B) {
 			b.Fatalf("exit 2: %s", e.String())
 		}
 	}
+}
+
+// A snapshot taken with --container replays the container's report: the
+// same findings, checkpoint by checkpoint, elsewhere.
+func TestContainerSnapshotReplays(t *testing.T) {
+	gpu := specs.LinuxDevice{Path: "/dev/nvidia0", Type: "c", Major: 195, Minor: 0, FileMode: ptr(os.FileMode(0o666))}
+	id, _, _ := runcContainer(t, []specs.LinuxDevice{accelNode, gpu}, []specs.LinuxDeviceCgroup{allowAccel})
+	snap := filepath.Join(t.TempDir(), "ctr.tar.gz")
+	if _, stderr, code := run(t, "snapshot", "--container", id, snap); code != 0 {
+		t.Fatalf("snapshot: exit %d: %s", code, stderr)
+	}
+	live, c1 := containerReport(t, id)
+	replay, c2 := containerReport(t, id, "--snapshot", snap)
+	if c1 != c2 || live.Verdict.Summary != replay.Verdict.Summary {
+		t.Errorf("exit %d/%d, verdicts:\n%s\n%s", c1, c2, live.Verdict.Summary, replay.Verdict.Summary)
+	}
+	a, b := checkpointsOf(live), checkpointsOf(replay)
+	if a != b {
+		t.Errorf("replay differs:\n%s\n---\n%s", a, b)
+	}
+}
+
+func checkpointsOf(rep *report.Report) string {
+	var b strings.Builder
+	for _, f := range rep.Findings {
+		if f.Code == "CONTAINER_FOUND" {
+			continue // its evidence names the state file as read, live or captured alike, but the summary is the same
+		}
+		fmt.Fprintf(&b, "%d %s %s %s %s\n", f.Checkpoint, f.Code, f.Status, f.Subject, f.Summary)
+	}
+	return b.String()
 }
