@@ -196,14 +196,29 @@ func (m Mismatch) String() string {
 	return fmt.Sprintf("%s: config space says %s, %s says %s", m.What, m.Config, m.Path, m.Sysfs)
 }
 
-// Regions joins the BARs with the `resource` lines of the same index and
-// lists where they disagree: I/O against memory, 64-bit, prefetchable
-// (hard: both come from the same BAR bits, drivers/pci/probe.c
-// decode_bar), and the address (soft: `resource` shows CPU addresses,
-// which differ from the bus address in the BAR where the host bridge
-// translates, pcibios_resource_to_bus). path is the `resource` file's
-// path, for evidence.
-func Regions(bars []BAR, res []Resource, path string) ([]Region, []Mismatch) {
+// Regions decodes c's BARs, joins them with the `resource` lines of the
+// same index and lists where the two disagree. Hard mismatches are the
+// BAR bits the kernel copies into the resource flags
+// (drivers/pci/probe.c, decode_bar): I/O against memory, and a resource
+// flagged 64-bit or prefetchable whose BAR is not. Soft ones have a
+// legitimate cause: a 64-bit or prefetchable BAR whose resource lacks
+// the flag (kernels before 2.6.31 had no IORESOURCE_MEM_64 and spelled
+// IORESOURCE_PREFETCH 0x1000, which is checked too), and the address
+// (`resource` shows CPU addresses, which differ from the bus address in
+// the BAR where the host bridge translates, pcibios_resource_to_bus).
+// BARs 0-3 of an IDE controller in legacy mode are not compared: the
+// kernel gives them the fixed legacy ports whatever they hold
+// (drivers/pci/probe.c, pci_setup_device). path is the `resource`
+// file's path, for evidence; the error is that of BARs.
+func Regions(c *Config, res []Resource, path string) ([]Region, []Mismatch, error) {
+	bars, err := c.BARs()
+	legacyIDE := func(i int) bool {
+		if c.Class>>8 != 0x0101 { // PCI_CLASS_STORAGE_IDE
+			return false
+		}
+		progIf := uint8(c.Class)
+		return i < 2 && progIf&1 == 0 || (i == 2 || i == 3) && progIf&4 == 0
+	}
 	var out []Region
 	var mm []Mismatch
 	for _, b := range bars {
@@ -219,32 +234,47 @@ func Regions(bars []BAR, res []Resource, path string) ([]Region, []Mismatch) {
 			x := res[b.Index]
 			r.Size, r.Flags = x.Size(), x.Flags
 			r.Assigned = x.Flags&(ResourceIO|ResourceMem) != 0 && x.Flags&(ResourceUnset|ResourceDisabled) == 0 && x.Size() > 0
-			if x.Flags&(ResourceIO|ResourceMem) != 0 {
-				what := fmt.Sprintf("BAR %d", b.Index)
-				if io := x.Flags&ResourceIO != 0; io != b.IO {
-					mm = append(mm, Mismatch{What: what + " space", Config: spaceName(b.IO), Sysfs: spaceName(io), Path: path})
-				} else if !b.IO {
-					if m64 := x.Flags&ResourceMem64 != 0; m64 != b.Mem64 {
-						mm = append(mm, Mismatch{What: what + " width", Config: widthName(b.Mem64), Sysfs: widthName(m64), Path: path})
-					}
-					if pf := x.Flags&ResourcePrefetch != 0; pf != b.Prefetchable {
-						mm = append(mm, Mismatch{What: what + " prefetchable", Config: strconv.FormatBool(b.Prefetchable), Sysfs: strconv.FormatBool(pf), Path: path})
-					}
-				}
-				if r.Assigned && b.Address != 0 && b.Address != x.Start {
-					mm = append(mm, Mismatch{What: what + " address", Config: fmt.Sprintf("0x%x", b.Address),
-						Sysfs: fmt.Sprintf("0x%x", x.Start), Path: path, Soft: true})
-				}
-			} else if b.Raw != 0 && !(b.IO && b.Raw == 1) {
+			what := fmt.Sprintf("BAR %d", b.Index)
+			switch {
+			case legacyIDE(b.Index):
+			case x.Flags&(ResourceIO|ResourceMem) != 0:
+				mm = append(mm, compareBAR(what, b, x, r.Assigned, path)...)
+			case b.Raw != 0 && !(b.IO && b.Raw == 1):
 				// The kernel lists no resource for a BAR config space
 				// programs: a BAR it could not size or rejected.
-				mm = append(mm, Mismatch{What: fmt.Sprintf("BAR %d", b.Index), Config: fmt.Sprintf("%s at 0x%x", b.Kind(), b.Address),
+				mm = append(mm, Mismatch{What: what, Config: fmt.Sprintf("%s at 0x%x", b.Kind(), b.Address),
 					Sysfs: "no resource", Path: path, Soft: true})
 			}
 		}
 		out = append(out, r)
 	}
-	return out, mm
+	return out, mm, err
+}
+
+// resourcePrefetchOld is IORESOURCE_PREFETCH before Linux 2.6.31, when
+// 0x1000 became IORESOURCE_BUS (a type no BAR resource has).
+const resourcePrefetchOld = 0x1000
+
+func compareBAR(what string, b BAR, x Resource, assigned bool, path string) []Mismatch {
+	var mm []Mismatch
+	if io := x.Flags&ResourceIO != 0; io != b.IO {
+		return []Mismatch{{What: what + " space", Config: spaceName(b.IO), Sysfs: spaceName(io), Path: path}}
+	}
+	if !b.IO {
+		if m64 := x.Flags&ResourceMem64 != 0; m64 != b.Mem64 {
+			mm = append(mm, Mismatch{What: what + " width", Config: widthName(b.Mem64), Sysfs: widthName(m64), Path: path, Soft: b.Mem64})
+		}
+		pf := x.Flags&(ResourcePrefetch|resourcePrefetchOld) != 0
+		if pf != b.Prefetchable {
+			mm = append(mm, Mismatch{What: what + " prefetchable", Config: strconv.FormatBool(b.Prefetchable), Sysfs: strconv.FormatBool(pf),
+				Path: path, Soft: b.Prefetchable})
+		}
+	}
+	if assigned && b.Address != 0 && b.Address != x.Start {
+		mm = append(mm, Mismatch{What: what + " address", Config: fmt.Sprintf("0x%x", b.Address),
+			Sysfs: fmt.Sprintf("0x%x", x.Start), Path: path, Soft: true})
+	}
+	return mm
 }
 
 func spaceName(io bool) string {

@@ -258,11 +258,11 @@ func TestEncodeMatchesLspci(t *testing.T) {
 	specs := map[string]ConfigSpec{
 		"01:00.0": gpuSpec(),
 		"00:01.0": {Vendor: 0x8086, Device: 0x352a, Class: 0x060400, Header: HeaderBridge, PrimaryBus: 0, SecondaryBus: 1, SubordinateBus: 1,
-			Express: &ExpressSpec{Type: PortRoot, Slot: true, MaxSpeedMTps: 32000, MaxWidth: 16, SpeedMTps: 32000, Width: 16, ARIForwarding: true},
+			Express:         &ExpressSpec{Type: PortRoot, Slot: true, MaxSpeedMTps: 32000, MaxWidth: 16, SpeedMTps: 32000, Width: 16, ARIForwarding: true},
 			PowerManagement: true, MSI: true, AER: true, ACS: &ACSSpec{Cap: acsAll &^ ACSEgressControl, Ctrl: ACSIsolation}},
 		"02:00.0": {Vendor: 0x1000, Device: 0xc030, Class: 0x060400, Header: HeaderBridge, PrimaryBus: 2, SecondaryBus: 3, SubordinateBus: 3,
 			Express: &ExpressSpec{Type: PortDownstream, MaxSpeedMTps: 16000, MaxWidth: 16, SpeedMTps: 8000, Width: 8},
-			ACS: &ACSSpec{Cap: ACSSourceValidation | ACSTranslationBlocking | ACSRequestRedirect | ACSCompletionRedirect | ACSUpstreamForwarding}},
+			ACS:     &ACSSpec{Cap: ACSSourceValidation | ACSTranslationBlocking | ACSRequestRedirect | ACSCompletionRedirect | ACSUpstreamForwarding}},
 		"03:00.1": {Vendor: 0x10de, Device: 0x22ba, Class: 0x040300, MultiFunction: true, BARs: []BARSpec{{Index: 0, Address: 0xa1000000, Size: 16 << 10}},
 			Express: &ExpressSpec{Type: PortEndpoint, MaxSpeedMTps: 8000, MaxWidth: 16, SpeedMTps: 8000, Width: 16}, PowerManagement: true, MSI: true},
 	}

@@ -125,8 +125,8 @@ func TestEncodeParseRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	regions, mm := Regions(bars, res, "resource")
-	if len(mm) != 0 {
+	regions, mm, err := Regions(c, res, "resource")
+	if err != nil || len(mm) != 0 {
 		t.Errorf("mismatches: %v", mm)
 	}
 	sizes := map[int]uint64{}
@@ -141,28 +141,48 @@ func TestEncodeParseRoundTrip(t *testing.T) {
 	}
 }
 
-// Regions names each disagreement between the BAR bits and `resource`.
+// Regions names each disagreement between the BAR bits and `resource`,
+// hard where both come from the same bits and soft where the kernel has
+// a reason to differ.
 func TestRegionsMismatch(t *testing.T) {
 	s := gpuSpec()
 	c := mustParse(t, s.Encode())
-	bars, _ := c.BARs()
 	res, _ := ParseResources(s.ResourceFile())
-	res[0].Flags |= ResourcePrefetch           // prefetch differs
-	res[3].Flags &^= ResourceMem64             // width differs
-	res[5].Flags = ResourceMem                 // space differs
+	res[0].Flags |= ResourcePrefetch           // a resource prefetchable, its BAR not: hard
+	res[3].Flags &^= ResourceMem64             // a 64-bit BAR whose resource is not: soft (old kernels)
+	res[5].Flags = ResourceMem                 // space differs: hard
 	res[1].Start += 0x1000                     // address differs: soft
-	res[2].Flags = ResourceMem | ResourceMem64 // the upper half listed as its own resource
-	_, mm := Regions(bars, res, "resource")
+	res[2].Flags = ResourceMem | ResourceMem64 // the upper half listed as its own resource: hard
+	_, mm, err := Regions(c, res, "resource")
+	if err != nil {
+		t.Fatal(err)
+	}
 	var got []string
+	soft := map[string]bool{"BAR 1 address": true, "BAR 3 width": true}
 	for _, m := range mm {
 		got = append(got, m.What)
-		if (m.What == "BAR 1 address") != m.Soft {
+		if soft[m.What] != m.Soft {
 			t.Errorf("%s: soft = %v", m.What, m.Soft)
 		}
 	}
 	want := []string{"BAR 0 prefetchable", "BAR 1 address", "BAR 2", "BAR 3 width", "BAR 5 space"}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("mismatches (-want +got):\n%s", d)
+	}
+}
+
+// A legacy-mode IDE controller's BARs 0-3 are the kernel's fixed ports,
+// not what the BARs hold.
+func TestRegionsLegacyIDE(t *testing.T) {
+	s := ConfigSpec{Vendor: 0x8086, Device: 0x7010, Class: 0x01018a, BARs: []BARSpec{{Index: 4, IO: true, Address: 0xc000, Size: 16}}}
+	c := mustParse(t, s.Encode())
+	res, _ := ParseResources("0x1f0 0x1f7 0x110\n0x3f6 0x3f6 0x110\n0x170 0x177 0x110\n0x376 0x376 0x110\n0xc000 0xc00f 0x40101\n")
+	if _, mm, err := Regions(c, res, "resource"); err != nil || len(mm) != 0 {
+		t.Errorf("legacy IDE: %v %v", mm, err)
+	}
+	c.Class = 0x01018f // native mode: the same lines now disagree
+	if _, mm, _ := Regions(c, res, "resource"); len(mm) != 4 {
+		t.Errorf("native IDE: %v", mm)
 	}
 }
 
