@@ -230,11 +230,14 @@ func ParseConfig(b []byte) (*Config, error) {
 	le := binary.LittleEndian
 	c := &Config{Raw: b}
 	c.Vendor, c.Device = le.Uint16(b[0x00:]), le.Uint16(b[0x02:])
-	if c.Vendor == 0xffff && c.Device == 0xffff {
-		// A read that no function answers returns all ones (PCI_ERROR_RESPONSE,
-		// drivers/pci/access.c): the device is powered off, removed or in reset.
+	if allOnes(b[:ConfigHeaderSize]) {
+		// A read no function answers returns all ones (PCI_ERROR_RESPONSE,
+		// drivers/pci/access.c): the device is powered off, removed or in
+		// reset. Vendor and device alone are not enough: an SR-IOV VF
+		// reads 0xffff there by the spec (the kernel takes its ids from
+		// the PF's SR-IOV capability, drivers/pci/iov.c) and has a header.
 		return nil, &ConfigError{Offset: 0, Problem: Unreadable,
-			Err: errors.New("vendor and device read 0xffff: the function did not answer (powered off, removed or in reset)")}
+			Err: errors.New("the header reads all ones: the function did not answer (powered off, removed or in reset)")}
 	}
 	c.Command, c.Status = le.Uint16(b[0x04:]), le.Uint16(b[0x06:])
 	c.Revision = b[0x08]
@@ -265,6 +268,15 @@ func ParseConfig(b []byte) (*Config, error) {
 	c.walkCaps()
 	c.walkExtCaps()
 	return c, nil
+}
+
+func allOnes(b []byte) bool {
+	for _, x := range b {
+		if x != 0xff {
+			return false
+		}
+	}
+	return true
 }
 
 // beyond is the error for data at off that the read did not return.

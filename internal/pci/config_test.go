@@ -310,6 +310,19 @@ func TestConfigMalformedLists(t *testing.T) {
 	}
 }
 
+// An SR-IOV VF reads 0xffff as vendor and device but has a header: it
+// parses.
+func TestConfigVF(t *testing.T) {
+	s := ConfigSpec{Vendor: 0xffff, Device: 0xffff, Class: 0x020700, Express: &ExpressSpec{Type: PortEndpoint}}
+	c := mustParse(t, s.Encode())
+	if c.Class != 0x020700 {
+		t.Errorf("class %06x", c.Class)
+	}
+	if _, err := c.Express(); err != nil {
+		t.Error(err)
+	}
+}
+
 func TestBARErrors(t *testing.T) {
 	s := ConfigSpec{Vendor: 1, Device: 2, BARs: []BARSpec{{Index: 0, Address: 0x1000}}}
 	b := s.Encode()
@@ -447,4 +460,19 @@ func FuzzParseConfig(f *testing.F) {
 		c.ResizableBARs()
 		c.BARs()
 	})
+}
+
+// BenchmarkParseConfig: one 4 KiB config space, parsed and decoded.
+func BenchmarkParseConfig(b *testing.B) {
+	raw := gpuSpec().Encode()
+	for b.Loop() {
+		c, err := ParseConfig(raw)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.Express()
+		c.ACS()
+		c.SRIOV()
+		c.BARs()
+	}
 }
