@@ -24,7 +24,8 @@ var allowed = map[string][]string{
 	"sandbox":  {"hostfs", "cgroup", "probe"}, // the one writer; only cli (and cmd) import it
 	"probe":    {"hostfs"},
 	"runtime":  {"hostfs"},
-	"fixture":  {"hostfs"},
+	"iommu":    {"hostfs", "pci"},
+	"fixture":  {"hostfs", "pci"}, // pci.ConfigSpec encodes the trees' config spaces
 	"demo":     {"hostfs"},
 	"diagnose": {"hostfs", "report", "pci", "driver", "devnode", "cgroup", "probe", "runtime"},
 	"cli":      {"*"},
