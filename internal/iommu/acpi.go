@@ -67,8 +67,9 @@ type DMAR struct {
 	X2APICOptOut     bool // X2APIC_OPT_OUT
 	// PlatformOptIn is DMA_CTRL_PLATFORM_OPT_IN_FLAG: the firmware asks
 	// the OS to keep DMA protection on (Thunderbolt kernel DMA
-	// protection); the kernel then turns the IOMMU on unless
-	// intel_iommu=off (drivers/iommu/intel/iommu.c, platform_optin_force_iommu).
+	// protection); the kernel then forces the IOMMU on if a PCI port is
+	// marked external-facing, unless intel_iommu=off
+	// (drivers/iommu/intel/iommu.c, platform_optin_force_iommu).
 	PlatformOptIn bool
 	// Remapping structures by type: DRHD (one per remapping unit), RMRR
 	// (memory the firmware keeps using), ATSR, RHSA, ANDD, SATC.

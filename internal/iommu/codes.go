@@ -90,11 +90,12 @@ quirks and DMA aliases are not modelled: the group in sysfs is the kernel's answ
 	Status: "WARN",
 	Title:  "the accelerator has a group of its own, but a port on its path does not isolate it",
 	Explain: `A port between the device and the root complex lacks the ACS isolation controls,
-yet the kernel gave the device a group of its own. Kernels before the 2025 ACS
-grouping fix ("iommu: Compute iommu_groups properly for PCIe switches") group
-switch downstream ports by the path above them only, so devices below two
-downstream ports without ACS get separate groups although they can reach each
-other peer to peer. The group's isolation is weaker than it looks.`,
+yet the kernel gave the device a group of its own. The kernel's grouping
+(drivers/iommu/iommu.c, pci_device_group) judges a switch downstream port by the path
+above it, not by its own ACS, so devices below two downstream ports without ACS get
+separate groups although they can reach each other peer to peer (the 2025 patch
+series "Fix incorrect iommu_groups with PCIe ACS" changes that). The group's
+isolation is weaker than it looks.`,
 	Remediation: "Treat the devices below that switch as one group: assign them together, or use a slot with ACS; check with `lspci -vvv -s BDF` (ACSCtl).",
 }, {
 	Code:   "IOMMU_ACS_NOT_READABLE",

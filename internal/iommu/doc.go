@@ -20,8 +20,9 @@
 //     /proc/config.gz: the IOMMU options of the kernel's build
 //     configuration (the defaults the command line does not override);
 //   - through internal/pci: the functions' sysfs attributes, driver links
-//     and config space (ACS, Express port type, multifunction bit),
-//     /sys/bus/pci/drivers/NAME/module.
+//     and config space (ACS, Express port type, multifunction bit);
+//     /sys/bus/pci/drivers/NAME/module and /sys/module/NAME/initstate
+//     (is a blocking driver a module vfio-pci can be loaded before).
 //
 // Read returns a State: the facts and an explanation of whether DMA
 // remapping is on (groups exist) and, when it is not, why as far as the

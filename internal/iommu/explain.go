@@ -118,7 +118,7 @@ func describeTable(t ACPITable) string {
 		d := t.DMAR
 		parts = append(parts, fmt.Sprintf("Intel VT-d, %d remapping unit(s) (DRHD), %d-bit DMA addresses, %d reserved region(s) (RMRR)", d.DRHD, d.HostAddressWidth, d.RMRR))
 		if d.PlatformOptIn {
-			parts = append(parts, "DMA protection opt-in set: the kernel turns the IOMMU on unless intel_iommu=off")
+			parts = append(parts, "DMA protection opt-in set: the kernel forces the IOMMU on when a PCI port is marked external-facing (Thunderbolt), unless intel_iommu=off")
 		}
 	case t.IVRS != nil:
 		parts = append(parts, fmt.Sprintf("AMD-Vi, %d IOMMU(s) (IVHD)", t.IVRS.IVHD))
@@ -176,7 +176,7 @@ func (s *State) explainOff(say func(string, ...any)) {
 				msg += "; intel_iommu=sm_on alone only selects scalable mode, it does not turn the IOMMU on"
 			}
 			if t := s.Firmware.Table(SigDMAR); t.DMAR != nil && t.DMAR.PlatformOptIn {
-				msg += "; the DMAR opt-in flag would have forced it on, so the driver must have failed (the kernel log's DMAR lines say why)"
+				msg += "; the DMAR opt-in flag forces it on only when a PCI port is marked external-facing, so no such port was found or the driver failed (the kernel log's DMAR lines say which)"
 			}
 			say("%s", msg)
 		}

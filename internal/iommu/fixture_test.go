@@ -312,34 +312,40 @@ func TestMemberDriverUnknown(t *testing.T) {
 	t.Error("group of 0000:03:00.0 not judged")
 }
 
-// A group on an older kernel's grouping: the switch without ACS, yet one
-// group per GPU (what kernels before the 2025 grouping fix make). The
-// group is not shared, but the path names the port that does not
-// isolate: weaker isolation than the group suggests.
+// The grouping pci_device_group makes of the switch without ACS: one
+// group per downstream port and its GPU (the path above each port
+// isolates). Not shared, yet each GPU's path names the port that does
+// not isolate it: weaker isolation than the group suggests. The GPU
+// whose audio function shares its group is no such case.
 func TestUnisolatedPathOwnGroup(t *testing.T) {
 	h := fixtureHost(t, fixture.NameGPU4SwitchNoACS)
-	// Move GPUs 1-3 into groups of their own.
-	for i, g := range []int{20, 21, 22} {
-		bdf := "0000:0" + string(rune('4'+i)) + ":00.0"
-		dev, _ := h.Link("/sys/bus/pci/devices/" + bdf)
-		h.Remove("/sys/kernel/iommu_groups/3/devices/" + bdf)
-		grp := "/sys/kernel/iommu_groups/" + strconv.Itoa(g)
-		h.SetLink(dev+"/iommu_group", grp)
-		h.SetLink(grp+"/devices/"+bdf, dev)
+	for i := 1; i < 4; i++ {
+		grp := "/sys/kernel/iommu_groups/" + strconv.Itoa(20+i)
+		for _, bdf := range []string{"0000:02:0" + strconv.Itoa(i) + ".0", "0000:0" + strconv.Itoa(3+i) + ":00.0"} {
+			dev, _ := h.Link("/sys/bus/pci/devices/" + bdf)
+			h.Remove("/sys/kernel/iommu_groups/3/devices/" + bdf)
+			h.SetLink(dev+"/iommu_group", grp)
+			h.SetLink(grp+"/devices/"+bdf, dev)
+		}
 		h.SetString(grp+"/type", "DMA-FQ\n")
 	}
 	_, _, _, gvs := variant(t, h)
 	n := 0
 	for _, gv := range gvs {
-		if len(gv.Accelerators) == 1 && gv.Group >= 20 {
-			n++
-			if gv.Shared || gv.Isolation[0].Breaker == nil {
-				t.Errorf("group %d: shared %v, breaker %v", gv.Group, gv.Shared, gv.Isolation[0].Breaker)
-			}
+		if len(gv.Accelerators) != 1 || len(gv.Members) != 2 {
+			t.Errorf("group %d: %v", gv.Group, memberDrivers(gv))
+			continue
+		}
+		n++
+		if u := gv.Unisolated(); gv.Shared || len(u) != 1 || u[0].Breaker.Role != "switch downstream port" {
+			t.Errorf("group %d: shared %v, unisolated %+v", gv.Group, gv.Shared, u)
 		}
 	}
-	if n != 3 {
+	if n != 4 {
 		t.Errorf("%d single-GPU groups", n)
+	}
+	if _, _, _, gvs := host(t, fixture.NameGPUAudio); len(gvs[0].Unisolated()) != 0 {
+		t.Errorf("the audio function's group: %+v", gvs[0].Unisolated())
 	}
 }
 

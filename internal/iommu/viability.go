@@ -150,8 +150,8 @@ type GroupViability struct {
 	// functions (bridges excluded).
 	Shared bool
 	// Isolation is the ACS picture of each accelerator: why the group is
-	// shared, or, when it is not, a path that would let it be on a kernel
-	// that groups by ACS more strictly.
+	// shared, or, when it is not, a port that does not isolate it all the
+	// same (Unisolated).
 	Isolation []Isolation
 	// Notes are inconsistencies seen on the way (a member whose
 	// iommu_group link names another group).
@@ -172,6 +172,29 @@ func Viabilities(root *hostfs.Root, st *State, inv *pci.Inventory, cr *ConfigRea
 			gv.Isolation = append(gv.Isolation, Isolate(inv.Lookup(a), inv, cr))
 		}
 		out = append(out, gv)
+	}
+	return out
+}
+
+// Unisolated returns the isolations of the group's accelerators whose
+// path holds a port that does not isolate them although the group is not
+// shared: the group promises more isolation than the hardware gives.
+// pci_device_group (drivers/iommu/iommu.c) judges a switch downstream
+// port by the path above it, not by its own ACS, so devices below two
+// downstream ports without ACS get separate groups although they reach
+// each other peer to peer; the 2025 series "Fix incorrect iommu_groups
+// with PCIe ACS" changes that. A breaker that is the device itself (a
+// multifunction device sharing the group with its own functions) does
+// not count.
+func (gv GroupViability) Unisolated() []Isolation {
+	if gv.Shared {
+		return nil
+	}
+	var out []Isolation
+	for _, iso := range gv.Isolation {
+		if b := iso.Breaker; b != nil && b.Address != iso.Device {
+			out = append(out, iso)
+		}
 	}
 	return out
 }

@@ -54,7 +54,9 @@ const (
 	ExtentLegacy
 	// ExtentUnprivileged: 64 bytes (128 for a CardBus bridge), what
 	// pci_read_config (drivers/pci/pci-sysfs.c) returns to an opener
-	// without CAP_SYS_ADMIN, whatever the file's size says; a capture
+	// without CAP_SYS_ADMIN in the initial user namespace
+	// (file_ns_capable on the opener's credentials: root in a user
+	// namespace gets the same), whatever the file's size says; a capture
 	// made by such a reader has the same. The capability lists start
 	// beyond it: they are not readable, never absent.
 	ExtentUnprivileged
