@@ -128,7 +128,7 @@ func TestCorpus(t *testing.T) {
 }
 
 // BenchmarkIOMMU is the in-process cost of this package's reads on the
-// largest fixture (69 functions): Read (firmware, units, groups, command
+// largest fixture (68 functions): Read (firmware, units, groups, command
 // line, kernel configuration) and Viabilities (every group, config spaces
 // and the ACS path of each accelerator). pci.Scan, which the caller runs
 // anyway, is measured apart.
