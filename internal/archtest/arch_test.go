@@ -26,9 +26,10 @@ var allowed = map[string][]string{
 	"probe":    {"hostfs"},
 	"runtime":  {"hostfs"},
 	"cdi":      {"hostfs", "runtime"},
-	"fixture":  {"hostfs"},
+	"iommu":    {"hostfs", "pci"},
+	"fixture":  {"hostfs", "pci"}, // pci.ConfigSpec encodes the trees' config spaces
 	"demo":     {"hostfs"},
-	"diagnose": {"hostfs", "report", "pci", "driver", "devnode", "cgroup", "probe", "runtime", "cdi"},
+	"diagnose": {"hostfs", "report", "pci", "driver", "devnode", "cgroup", "probe", "runtime", "cdi", "iommu"},
 	"cli":      {"*"},
 	"archtest": {},
 	"testutil": {},

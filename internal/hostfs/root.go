@@ -274,7 +274,9 @@ func (r *Root) Resolve(p string) (string, error) {
 }
 
 // ReadDir lists the names in a directory, sorted. Entries of the device
-// manifest under the same host path are merged in.
+// manifest under the same host path are merged in; a directory the
+// manifest lists and the tree lacks is an empty one (git keeps no empty
+// directory, such as a host's /sys/kernel/iommu_groups without groups).
 func (r *Root) ReadDir(p string) ([]string, error) {
 	cp, err := clean(p)
 	if err != nil {
@@ -283,7 +285,8 @@ func (r *Root) ReadDir(p string) ([]string, error) {
 	names, err := r.readDir(cp)
 	r.record(p, recDir)
 	extra := r.manifest.Children(cp)
-	if err != nil && !(errors.Is(err, fs.ErrNotExist) && len(extra) > 0) {
+	md, inManifest := r.manifest.Lookup(cp)
+	if err != nil && !(errors.Is(err, fs.ErrNotExist) && (len(extra) > 0 || inManifest && md.Type == TypeDir)) {
 		return nil, pathErr("readdir", p, err)
 	}
 	if len(extra) > 0 {

@@ -122,6 +122,7 @@ func TestManifestNodesAndRealNodes(t *testing.T) {
 /dev/dri d 0755 0:0
 /dev/dri/renderD128 c 226:128 0660 0:109
 /dev/char/195:0 l ../nvidia0
+/sys/kernel/iommu_groups d 0755 0:0
 `
 	tree(t, dir, map[string]string{
 		".accel-doctor/devices.manifest": man,
@@ -143,6 +144,14 @@ func TestManifestNodesAndRealNodes(t *testing.T) {
 	names, err := r.ReadDir("/dev/dri")
 	if err != nil || !cmp.Equal(names, []string{"renderD128"}) {
 		t.Errorf("ReadDir(/dev/dri) = %v, %v", names, err)
+	}
+	// A manifest directory with nothing in it is an empty directory; a
+	// path the manifest does not list stays absent.
+	if names, err := r.ReadDir("/sys/kernel/iommu_groups"); err != nil || len(names) != 0 {
+		t.Errorf("ReadDir(empty manifest dir) = %v, %v", names, err)
+	}
+	if _, err := r.ReadDir("/sys/class/iommu"); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("ReadDir(absent) err = %v, want not-exist", err)
 	}
 	if _, err := r.Lstat("/dev/nvidia1"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("absent node: err = %v, want not-exist", err)

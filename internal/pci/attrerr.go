@@ -23,6 +23,12 @@ const (
 	Unreadable
 	// Malformed: it was read but its content does not parse.
 	Malformed
+	// Truncated: it was read and parses, but ends before data it must
+	// hold: a config space cut short by a capture (config.go). A config
+	// space cut at 64 bytes is not truncated but Unreadable beyond them
+	// (ErrConfigUnprivileged): that is the kernel's answer to a reader
+	// without CAP_SYS_ADMIN.
+	Truncated
 )
 
 func (p Problem) String() string {
@@ -33,6 +39,8 @@ func (p Problem) String() string {
 		return "unreadable"
 	case Malformed:
 		return "malformed"
+	case Truncated:
+		return "truncated"
 	}
 	return "problem"
 }
@@ -53,7 +61,7 @@ type AttrError struct {
 }
 
 func (e *AttrError) Error() string {
-	if e.Problem == Malformed {
+	if e.Problem == Malformed || e.Problem == Truncated {
 		return fmt.Sprintf("parse %s: %v", e.Path, e.Err)
 	}
 	// Read errors from hostfs already name the path.

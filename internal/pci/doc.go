@@ -10,7 +10,9 @@
 //     numa_node, local_cpulist (local_cpus when it is absent),
 //     current/max_link_speed, current/max_link_width,
 //     sriov_totalvfs, sriov_numvfs, and the links driver, iommu_group,
-//     physfn and virtfnN (drivers/pci/iov.c);
+//     physfn and virtfnN (drivers/pci/iov.c); on request config,
+//     resource and the aer_dev_* / aer_rootport_total_err_* statistics
+//     (drivers/pci/pcie/aer.c);
 //   - /sys/devices/system/node/online for the host's NUMA nodes, and
 //     node<N>/cpulist for their CPUs;
 //   - the host's pci.ids (/usr/share/misc/pci.ids, /usr/share/hwdata/pci.ids
@@ -46,8 +48,25 @@
 // pci.ids under a --root tree or a snapshot is untrusted input: here a
 // malformed line is skipped and reported and the rest kept (FuzzParseIDs).
 //
-// Config space is not read here. Parsers (ParseAddress, ParseLinkSpeed,
-// ParseIDs, ParseList, ParseMask, ParseModalias) take strings or readers and touch
-// nothing. Scan returns facts and per-device errors; it never judges: the
-// findings are made in internal/diagnose/layer_pci.go.
+// Scan does not read config space; ReadConfig does, for the functions a
+// caller asks about (config.go, caps.go, bars.go): the sysfs config
+// attribute, parsed by ParseConfig into the header, the capability list
+// from 0x34 and the extended list from 0x100 (each walk bounded: a loop,
+// a pointer into the header and a short file end it with a
+// *ConfigError), and decoded by Express, ACS, SR-IOV, ARI, AER and
+// ResizableBARs; BARs are joined with the `resource` attribute (Regions),
+// and the link, SR-IOV and AER registers are checked against the sysfs
+// attributes derived from them (CheckLink, Check, ReadAERStats).
+// Without CAP_SYS_ADMIN the kernel returns the first 64 bytes of config
+// (drivers/pci/pci-sysfs.c, pci_read_config): what lies beyond is then
+// ErrConfigUnprivileged, never absent; a 256-byte config has no extended
+// space, for the kernel either; absent, unreadable, truncated and
+// malformed are the Problems of AttrError and ConfigError. ConfigSpec
+// encodes a config space from a readable description, for fixtures.
+//
+// Parsers (ParseAddress, ParseLinkSpeed, ParseIDs, ParseList, ParseMask,
+// ParseModalias, ParseConfig, ParseResources, ParseAERStats) take bytes,
+// strings or readers and touch nothing. Scan returns facts and per-device
+// errors; it never judges: the findings are made in
+// internal/diagnose/layer_pci.go.
 package pci
