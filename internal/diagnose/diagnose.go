@@ -28,6 +28,9 @@ type Options struct {
 	// Container is the container a run judges (accel-doctor container):
 	// its checks run, and every finding carries its checkpoint.
 	Container *runtime.Container
+	// Passthrough judges every accelerator as meant for passthrough (the
+	// iommu command): a group that is not viable is a FAIL, not a note.
+	Passthrough bool
 	// CDISpecDirs overrides the CDI spec directories a container's CDI
 	// names are resolved in (default: its runtime's, else /etc/cdi and
 	// /var/run/cdi).

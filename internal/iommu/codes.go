@@ -71,7 +71,11 @@ typically the GPU's HDMI audio function bound to snd_hda_intel.`,
 	Code:    "IOMMU_GROUP_VIABLE",
 	Status:  "PASS",
 	Title:   "every member of the accelerator's group is on a VFIO driver, pci-stub, no driver, or a bridge",
-	Explain: `The group can be handed to VFIO as a whole.`,
+	Explain: `The group can be handed to VFIO as a whole: every member is bound to vfio-pci
+(or a vfio-pci variant driver), to pci-stub, or to no driver, and bridges never
+count (drivers/vfio/group.c, vfio_group_viable). Opening /dev/vfio/N and
+attaching it to a container or an iommufd will not fail for the group's sake;
+what is left is the process's side (the node's mode and owner, RLIMIT_MEMLOCK).`,
 }, {
 	Code:   "IOMMU_GROUP_SHARED",
 	Status: "WARN",

@@ -1,0 +1,269 @@
+package diagnose
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/accel-doctor/accel-doctor/internal/iommu"
+	"github.com/accel-doctor/accel-doctor/internal/report"
+)
+
+// Layer 7: is the IOMMU present and on, and can each group that holds an
+// accelerator be handed to VFIO (every member on vfio-pci, pci-stub or no
+// driver), and if a group is shared, which bridge on the path to the root
+// port leaves it so (ACS). The facts are internal/iommu's; the statuses
+// follow what the operator meant: a group whose members are on a VFIO
+// driver is meant for passthrough, and a problem there is a FAIL; a GPU
+// its host driver uses is not, and its group's make-up is information.
+// The iommu command judges every accelerator as meant for passthrough
+// (Options.Passthrough).
+
+const (
+	codeIOMMUOn         = "IOMMU_ON"
+	codeIOMMUOff        = "IOMMU_OFF"
+	codeIOMMUAbsent     = "IOMMU_ABSENT"
+	codeIOMMUCmdline    = "IOMMU_CMDLINE_NO_EFFECT"
+	codeGroupViable     = "IOMMU_GROUP_VIABLE"
+	codeGroupNotViable  = "IOMMU_GROUP_NOT_VIABLE"
+	codeGroupShared     = "IOMMU_GROUP_SHARED"
+	codeACSUnisolated   = "IOMMU_ACS_PATH_UNISOLATED"
+	codeACSNotReadable  = "IOMMU_ACS_NOT_READABLE"
+	codeACSOverride     = "IOMMU_ACS_OVERRIDE"
+	codeGroupsUnknown   = "IOMMU_STATE_UNKNOWN"
+	codeGroupInHostUse  = "IOMMU_GROUP_IN_HOST_USE"
+)
+
+// iommuCodes are internal/iommu's proposed layer-7 codes, with the two
+// this layer adds.
+func iommuCodes() []Code {
+	out := []Code{
+		{Code: codeGroupsUnknown, Layer: report.LayerIOMMU, Title: "whether the IOMMU is on could not be read",
+			Explain: `Neither /sys/kernel/iommu_groups nor the functions' iommu_group links could be
+read under this root (a capture without them, or a permission error), so
+whether DMA remapping is on, and which devices share a group, is not known.`,
+			Remediation: "Run accel-doctor on the host, or recapture the snapshot there (`accel-doctor snapshot snap.tar.gz`)."},
+		{Code: codeGroupInHostUse, Layer: report.LayerIOMMU, Title: "the accelerator's group is in use by host drivers, not set up for passthrough",
+			Explain: `The group holds an accelerator its host driver uses (nvidia, amdgpu, ...), and no
+member is bound to a VFIO driver: nobody has set it up for passthrough, which
+is the normal state of a GPU used by containers. The evidence says what
+passthrough would take (every member on vfio-pci: the commands and the
+vfio-pci.ids line), so that a node meant for VMs or DPDK can be prepared.`},
+	}
+	for _, c := range iommu.Codes {
+		if strings.HasPrefix(c.Code, "IOMMU_") { // the PCI_ ones are layer 1's, not wired yet
+			out = append(out, Code{Code: c.Code, Layer: report.LayerIOMMU, Title: c.Title, Explain: c.Explain, Remediation: c.Remediation})
+		}
+	}
+	return out
+}
+
+func iommuChecks() []Check {
+	return []Check{
+		{ID: "iommu.state", Layer: report.LayerIOMMU, Title: "the IOMMU is present and on",
+			Codes: []string{codeIOMMUOn, codeIOMMUOff, codeIOMMUAbsent, codeIOMMUCmdline, codeGroupsUnknown, codeACSOverride}, Run: checkIOMMUState},
+		{ID: "iommu.groups", Layer: report.LayerIOMMU, Title: "each accelerator's IOMMU group can be handed to VFIO",
+			Codes: []string{codeGroupViable, codeGroupNotViable, codeGroupInHostUse, codeGroupShared, codeACSUnisolated, codeACSNotReadable},
+			Run:   checkIOMMUGroups},
+	}
+}
+
+// IOMMU reads the IOMMU state once per run.
+func (e *Env) IOMMU() *iommu.State {
+	s, _ := memo(e, "iommu.state", func() (*iommu.State, error) {
+		inv, _ := e.PCI()
+		return iommu.Read(e.Root, inv), nil
+	})
+	return s
+}
+
+// vfioBound reports whether any PCI function is bound to a VFIO driver:
+// someone means to pass devices through on this host.
+func (e *Env) vfioBound() (string, bool) {
+	inv, err := e.PCI()
+	if err != nil || inv == nil {
+		return "", false
+	}
+	for _, d := range inv.Devices {
+		if iommu.IsVFIODriver(d.Driver) {
+			return d.Address.String() + " (" + d.Driver + ")", true
+		}
+	}
+	return "", false
+}
+
+func reasonsEvidence(s *iommu.State) []report.Evidence {
+	var ev []report.Evidence
+	for _, r := range s.Reasons {
+		ev = append(ev, Ev("", r))
+	}
+	return ev
+}
+
+func checkIOMMUState(e *Env, out *Out) {
+	s := e.IOMMU()
+	ev := reasonsEvidence(s)
+	bound, meant := e.vfioBound()
+	if meant || e.Opts.Passthrough {
+		ev = append(ev, Ev("", "meant for passthrough: "+orElse(bound, "asked (accel-doctor iommu)")))
+	}
+	switch {
+	case s.On == iommu.Yes:
+		out.Add(codeIOMMUOn, report.Pass, "host", fmt.Sprintf("%s on: %d IOMMU group(s)", orElse(s.Vendor, "IOMMU"), len(s.Groups)), ev...)
+	case s.On == iommu.Unknown:
+		out.NotRun(codeGroupsUnknown, "host", "whether the IOMMU is on is not known", orElse(firstReason(s), "no IOMMU group listing and no iommu_group links under this root"), ev...)
+		return
+	case s.Vendor == "":
+		st := report.Pass
+		if meant {
+			st = report.Fail
+		}
+		out.Add(codeIOMMUAbsent, st, "host", "no IOMMU: the firmware describes none and the kernel made no group", ev...)
+	default:
+		st := report.Warn
+		if meant {
+			st = report.Fail
+		}
+		out.Add(codeIOMMUOff, st, "host", s.Vendor+" described by the firmware, but DMA remapping is off (no IOMMU group)", ev...)
+	}
+	c := s.Cmdline
+	var notes []report.Evidence
+	for _, n := range c.Notes {
+		notes = append(notes, Ev("/proc/cmdline", n))
+	}
+	smOnAlone := c.IntelScalable == iommu.Yes && c.IntelOn != iommu.Yes && s.On != iommu.Yes
+	if smOnAlone || len(c.Unknown) > 0 {
+		what := "intel_iommu=sm_on without intel_iommu=on: scalable mode selected, the IOMMU not turned on"
+		if !smOnAlone {
+			what = "IOMMU option(s) the kernel does not know and ignores: " + strings.Join(c.Unknown, ", ")
+		}
+		out.Add(codeIOMMUCmdline, report.Warn, "host", what, notes...)
+	}
+	if c.ACSOverride {
+		out.Add(codeACSOverride, report.Warn, "host", "pcie_acs_override is on the command line: groups may look more isolated than the hardware is", notes...)
+	}
+}
+
+func firstReason(s *iommu.State) string {
+	if len(s.Reasons) > 0 {
+		return s.Reasons[0]
+	}
+	return ""
+}
+
+func checkIOMMUGroups(e *Env, out *Out) {
+	s := e.IOMMU()
+	if s.On != iommu.Yes {
+		return // the state's finding says why there are no groups to judge
+	}
+	inv, _ := e.PCI()
+	for _, gv := range iommu.Viabilities(e.Root, s, inv, iommu.NewConfigReader(e.Root)) {
+		if !e.wantGroup(gv) {
+			continue
+		}
+		judgeGroup(e, out, gv)
+	}
+}
+
+// wantGroup: a run restricted to devices judges their groups only.
+func (e *Env) wantGroup(gv iommu.GroupViability) bool {
+	for _, a := range gv.Accelerators {
+		if e.WantDevice(a.String()) {
+			return true
+		}
+	}
+	return false
+}
+
+func judgeGroup(e *Env, out *Out, gv iommu.GroupViability) {
+	subject := fmt.Sprintf("iommu group %d", gv.Group)
+	var ev []report.Evidence
+	for _, m := range gv.Members {
+		ev = append(ev, Ev(gv.Path+"/devices/"+m.Name, m.Why))
+	}
+	meant := gv.Intended || e.Opts.Passthrough
+	switch {
+	case gv.Verdict == iommu.Viable:
+		out.Add(codeGroupViable, report.Pass, subject, fmt.Sprintf("group %d (%s) can be assigned to VFIO: every member on vfio-pci, pci-stub or no driver", gv.Group, accelList(gv)), ev...)
+	case gv.Verdict == iommu.NotViable && meant:
+		out.Add(codeGroupNotViable, report.Fail, subject, fmt.Sprintf("group %d (%s) is not viable for VFIO: %s", gv.Group, accelList(gv), blockers(gv)), append(ev, fixEvidence(gv.Fix)...)...)
+	case gv.Verdict == iommu.NotViable:
+		out.Add(codeGroupInHostUse, report.Pass, subject, fmt.Sprintf("group %d (%s) is in use by host drivers (%s); passthrough would need every member on vfio-pci", gv.Group, accelList(gv), blockers(gv)),
+			append(ev, fixEvidence(gv.Fix)...)...)
+	default:
+		out.NotRun(codeGroupNotViable, subject, fmt.Sprintf("group %d: viability not known", gv.Group), "a member's driver could not be read", ev...)
+	}
+	if gv.Shared {
+		st := report.Pass
+		if meant {
+			st = report.Warn
+		}
+		out.Add(codeGroupShared, st, subject, fmt.Sprintf("group %d holds more than %s's own functions", gv.Group, accelList(gv)), isolationEvidence(gv)...)
+	}
+	if !meant && !gv.Shared {
+		return // a group of its own, used by the host: its ACS path changes nothing
+	}
+	for _, iso := range gv.Isolation {
+		judgeIsolation(out, subject, iso, meant, gv.Shared)
+	}
+}
+
+func judgeIsolation(out *Out, subject string, iso iommu.Isolation, meant, shared bool) {
+	ev := []report.Evidence{Ev(iso.Device.String(), iso.Summary())}
+	switch {
+	case iso.Unknown && iso.Breaker == nil:
+		out.NotRun(codeACSNotReadable, subject, iso.Device.String()+": the ACS path could not be read", iso.Summary(), ev...)
+	case iso.Breaker != nil && (meant || shared):
+		st := report.Pass
+		if meant {
+			st = report.Warn
+		}
+		out.Add(codeACSUnisolated, st, subject, fmt.Sprintf("%s: %s does not isolate it (%s)", iso.Device, iso.Breaker.Address, iso.Breaker.Role), ev...)
+	}
+}
+
+func accelList(gv iommu.GroupViability) string {
+	var s []string
+	for _, a := range gv.Accelerators {
+		s = append(s, a.String())
+	}
+	return strings.Join(s, ", ")
+}
+
+func blockers(gv iommu.GroupViability) string {
+	var s []string
+	for _, m := range gv.Blocking {
+		s = append(s, m.Name+" on "+orElse(m.Driver, "?"))
+	}
+	if len(s) == 0 {
+		return "no member named"
+	}
+	return strings.Join(s, ", ")
+}
+
+func fixEvidence(f *iommu.Fix) []report.Evidence {
+	if f == nil {
+		return nil
+	}
+	var ev []report.Evidence
+	for _, c := range f.Commands {
+		ev = append(ev, Ev("fix now", c))
+	}
+	if f.Param != "" {
+		ev = append(ev, Ev("fix at boot", f.Param))
+	}
+	for _, s := range f.Softdeps {
+		ev = append(ev, Ev("/etc/modprobe.d", s))
+	}
+	for _, b := range f.BuiltIn {
+		ev = append(ev, Ev("", b+" is built into the kernel: vfio-pci.ids cannot beat it, driver_override can"))
+	}
+	return ev
+}
+
+func isolationEvidence(gv iommu.GroupViability) []report.Evidence {
+	var ev []report.Evidence
+	for _, iso := range gv.Isolation {
+		ev = append(ev, Ev(iso.Device.String(), iso.Summary()))
+	}
+	return ev
+}
