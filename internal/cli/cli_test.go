@@ -35,7 +35,7 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"check", "--root", "/nonexistent/dir"}, 2},
 		{[]string{"check", "--snapshot", "/nonexistent.tar.gz"}, 2},
 		{[]string{"check", "--layer", "nine"}, 2},
-		{[]string{"check", "--layer", "iommu", "--snapshot", "demo"}, 2},
+		{[]string{"check", "--layer", "kube", "--snapshot", "demo"}, 2},
 		{[]string{"check", "-o", "yaml", "--root", hosts + "kvm-virtio"}, 2},
 		{[]string{"explain", "NO_SUCH_CODE"}, 2},
 		{[]string{"explain", "DEVNODE_MAJOR_UNREGISTERED"}, 0},

@@ -41,6 +41,7 @@ func TestCoversRecordedSnapshot(t *testing.T) {
 	os.MkdirAll(filepath.Join(dir, "dev"), 0o755)
 	os.MkdirAll(filepath.Join(dir, "proc"), 0o755)
 	os.MkdirAll(filepath.Join(dir, "sys", "class", "drm"), 0o755)
+	os.MkdirAll(filepath.Join(dir, "proc", "driver", "nvidia"), 0o755) // the tree covers version: its absence is the host's
 	os.WriteFile(filepath.Join(dir, "proc", "devices"), []byte("Character devices:\n"), 0o644)
 	src := MustNew(dir)
 	rec := src.Record()
@@ -48,6 +49,7 @@ func TestCoversRecordedSnapshot(t *testing.T) {
 	src.ReadFile("/proc/devices")
 	src.ReadFile("/sys/class/drm/card0/dev") // asked about, absent
 	src.Lstat("/proc/driver/nvidia/version")
+	src.Lstat("/proc/bus/pci/devices") // the tree has no /proc/bus: not the host's absence
 	var buf bytes.Buffer
 	if _, err := src.WriteSnapshot(rec, &buf, "test"); err != nil {
 		t.Fatal(err)
@@ -68,7 +70,8 @@ func TestCoversRecordedSnapshot(t *testing.T) {
 		"/dev/nvidia0":                   true,  // /dev was listed whole
 		"/dev/dri/card0":                 true,  // /dev was listed whole: no dri in it
 		"/proc/self/mountinfo":           false, // never asked about
-		"/sys/class/drm/card0/dev":       true,
+		"/proc/bus/pci/devices":          false, // asked, but the source tree could not have shown it
+		"/sys/class/drm/card0/dev":       false, // asked, but the source tree has no card0 directory: its parent rule does not cover it
 		"/sys/class/drm/card1/dev":       false, // drm never listed, card1 never asked
 		"/sys/bus/pci/devices/0000:00.0": false,
 	}

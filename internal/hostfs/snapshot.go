@@ -196,7 +196,10 @@ func (a *archive) addCoverage(paths []string) {
 		if a.listed[p] {
 			listed = append(listed, p)
 		}
-		if _, err := a.root.Lstat(p); err != nil && errors.Is(err, fs.ErrNotExist) {
+		// Absent only where the source itself could have shown it: a
+		// snapshot of a tree that lacks /dev does not say the host lacks
+		// /dev/nvidia0 (the replay says "not captured", as the tree does).
+		if _, err := a.root.Lstat(p); err != nil && errors.Is(err, fs.ErrNotExist) && a.root.Covers(p) {
 			absent = append(absent, p)
 		}
 	}
