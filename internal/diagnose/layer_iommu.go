@@ -19,18 +19,18 @@ import (
 // (Options.Passthrough).
 
 const (
-	codeIOMMUOn         = "IOMMU_ON"
-	codeIOMMUOff        = "IOMMU_OFF"
-	codeIOMMUAbsent     = "IOMMU_ABSENT"
-	codeIOMMUCmdline    = "IOMMU_CMDLINE_NO_EFFECT"
-	codeGroupViable     = "IOMMU_GROUP_VIABLE"
-	codeGroupNotViable  = "IOMMU_GROUP_NOT_VIABLE"
-	codeGroupShared     = "IOMMU_GROUP_SHARED"
-	codeACSUnisolated   = "IOMMU_ACS_PATH_UNISOLATED"
-	codeACSNotReadable  = "IOMMU_ACS_NOT_READABLE"
-	codeACSOverride     = "IOMMU_ACS_OVERRIDE"
-	codeGroupsUnknown   = "IOMMU_STATE_UNKNOWN"
-	codeGroupInHostUse  = "IOMMU_GROUP_IN_HOST_USE"
+	codeIOMMUOn        = "IOMMU_ON"
+	codeIOMMUOff       = "IOMMU_OFF"
+	codeIOMMUAbsent    = "IOMMU_ABSENT"
+	codeIOMMUCmdline   = "IOMMU_CMDLINE_NO_EFFECT"
+	codeGroupViable    = "IOMMU_GROUP_VIABLE"
+	codeGroupNotViable = "IOMMU_GROUP_NOT_VIABLE"
+	codeGroupShared    = "IOMMU_GROUP_SHARED"
+	codeACSUnisolated  = "IOMMU_ACS_PATH_UNISOLATED"
+	codeACSNotReadable = "IOMMU_ACS_NOT_READABLE"
+	codeACSOverride    = "IOMMU_ACS_OVERRIDE"
+	codeGroupsUnknown  = "IOMMU_STATE_UNKNOWN"
+	codeGroupInHostUse = "IOMMU_GROUP_IN_HOST_USE"
 )
 
 // iommuCodes are internal/iommu's proposed layer-7 codes, with the two

@@ -68,9 +68,9 @@ typically the GPU's HDMI audio function bound to snd_hda_intel.`,
 	Remediation: "Rebind the member to vfio-pci: `modprobe vfio-pci`, then `echo vfio-pci > /sys/bus/pci/devices/BDF/driver_override`, `echo BDF > /sys/bus/pci/devices/BDF/driver/unbind`, `echo BDF > /sys/bus/pci/drivers_probe` (or `driverctl set-override BDF vfio-pci`); " +
 		"to keep it across reboots add the vfio-pci.ids=VVVV:DDDD,... parameter the evidence gives and, for a modular driver, a \"softdep DRIVER pre: vfio-pci\" line in /etc/modprobe.d/vfio.conf.",
 }, {
-	Code:    "IOMMU_GROUP_VIABLE",
-	Status:  "PASS",
-	Title:   "every member of the accelerator's group is on a VFIO driver, pci-stub, no driver, or a bridge",
+	Code:   "IOMMU_GROUP_VIABLE",
+	Status: "PASS",
+	Title:  "every member of the accelerator's group is on a VFIO driver, pci-stub, no driver, or a bridge",
 	Explain: `The group can be handed to VFIO as a whole: every member is bound to vfio-pci
 (or a vfio-pci variant driver), to pci-stub, or to no driver, and bridges never
 count (drivers/vfio/group.c, vfio_group_viable). Opening /dev/vfio/N and
