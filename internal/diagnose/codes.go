@@ -31,7 +31,7 @@ the stack trace.`,
 
 // catalogs is the explicit list of every layer's codes.
 func catalogs() [][]Code {
-	return [][]Code{coreCodes, pciCodes, driverCodes, devnodeCodes, cgroupCodes, containerCodes, runtimeCodes(), cdiCodes(), probeCodes(), iommuCodes()}
+	return [][]Code{coreCodes, pciCodes, driverCodes, devnodeCodes, cgroupCodes, containerCodes, runtimeCodes(), cdiCodes(), probeCodes(), iommuCodes(), pciConfigCodes()}
 }
 
 // Codes returns the whole catalog, sorted by code.
@@ -62,6 +62,7 @@ func LookupCode(code string) (Code, bool) {
 func Registry() []Check {
 	var all []Check
 	all = append(all, pciChecks()...)
+	all = append(all, pciConfigCheck())
 	all = append(all, driverChecks()...)
 	all = append(all, devnodeChecks()...)
 	all = append(all, cgroupChecks()...)

@@ -50,8 +50,21 @@ passthrough would take (every member on vfio-pci: the commands and the
 vfio-pci.ids line), so that a node meant for VMs or DPDK can be prepared.`},
 	}
 	for _, c := range iommu.Codes {
-		if strings.HasPrefix(c.Code, "IOMMU_") { // the PCI_ ones are layer 1's, not wired yet
+		if strings.HasPrefix(c.Code, "IOMMU_") { // the PCI_ ones are layer 1's (layer_pci_config.go)
 			out = append(out, Code{Code: c.Code, Layer: report.LayerIOMMU, Title: c.Title, Explain: c.Explain, Remediation: c.Remediation})
+		}
+	}
+	return out
+}
+
+// ioCodesByName are internal/iommu's proposed entries with these codes.
+func ioCodesByName(names ...string) []iommu.ProposedCode {
+	var out []iommu.ProposedCode
+	for _, c := range iommu.Codes {
+		for _, n := range names {
+			if c.Code == n {
+				out = append(out, c)
+			}
 		}
 	}
 	return out
