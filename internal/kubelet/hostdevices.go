@@ -57,6 +57,9 @@ type DeviceMatch struct {
 	Form     IDForm    `json:"form"`
 	Key      string    `json:"key,omitempty"` // what was looked for: the UUID, address or name
 	Host     HostState `json:"host"`
+	// BDF is the PCI address of the device when the host tells it (a GPU
+	// UUID's information file, a PCI-address ID): the key to layers 1-4.
+	BDF string `json:"bdf,omitempty"`
 	// Evidence says where the host was looked at and what it showed.
 	Evidence string `json:"evidence"`
 	// Registered: the ID is in the checkpoint's RegisteredDevices for its
@@ -104,7 +107,8 @@ func ClassifyID(id string) (IDForm, string) {
 // hostDevices is what the host shows, read once.
 type hostDevices struct {
 	root *hostfs.Root
-	// uuids maps an NVIDIA GPU UUID to its information file.
+	// uuids maps an NVIDIA GPU UUID to the PCI address whose information
+	// file names it.
 	uuids     map[string]string
 	nvErr     error // listing /proc/driver/nvidia/gpus failed
 	nvCovered bool
@@ -125,7 +129,7 @@ func readHostDevices(root *hostfs.Root) *hostDevices {
 			continue
 		}
 		h.nvCount++
-		h.uuids[info.UUID] = driver.GPUInformationPath(bdf)
+		h.uuids[info.UUID] = bdf
 	}
 	return h
 }
@@ -137,6 +141,7 @@ func (h *hostDevices) match(resource, id string) DeviceMatch {
 	switch form {
 	case IDGPUUUID, IDMIGLegacy:
 		m.Host, m.Evidence = h.matchUUID(key)
+		m.BDF = h.uuids[key]
 		if form == IDMIGLegacy && m.Host == HostPresent {
 			// The parent GPU is there; whether the MIG instance still is,
 			// only NVML says.
@@ -150,6 +155,7 @@ func (h *hostDevices) match(resource, id string) DeviceMatch {
 		}
 	case IDPCIAddress:
 		m.Host, m.Evidence = h.matchPath(path.Join(pci.DevicesDir, key))
+		m.BDF = key
 	case IDDRMCard:
 		m.Host, m.Evidence = h.matchPath(path.Join("/sys/class/drm", key))
 	case IDAMDPartition:
@@ -161,8 +167,8 @@ func (h *hostDevices) match(resource, id string) DeviceMatch {
 }
 
 func (h *hostDevices) matchUUID(uuid string) (HostState, string) {
-	if p, ok := h.uuids[uuid]; ok {
-		return HostPresent, p + ": GPU UUID " + uuid
+	if bdf, ok := h.uuids[uuid]; ok {
+		return HostPresent, driver.GPUInformationPath(bdf) + ": GPU UUID " + uuid
 	}
 	if h.nvErr != nil {
 		if !h.nvCovered {
@@ -182,6 +188,27 @@ func (h *hostDevices) matchPath(p string) (HostState, string) {
 	}
 	return HostAbsent, p + " does not exist"
 }
+
+// matchAllocatable checks every device PodResources reports allocatable
+// against the host.
+func matchAllocatable(h *hostDevices, alloc map[string][]string) []DeviceMatch {
+	var out []DeviceMatch
+	resources := make([]string, 0, len(alloc))
+	for r := range alloc {
+		resources = append(resources, r)
+	}
+	sort.Strings(resources)
+	for _, r := range resources {
+		for _, id := range alloc[r] {
+			m := h.match(r, id)
+			m.Allocatable = ptrTrue()
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func ptrTrue() *bool { t := true; return &t }
 
 // matchAllocations checks every allocated device of cp against the host
 // and the advertised lists.

@@ -73,8 +73,11 @@ type Node struct {
 	PodResources *PodResources `json:"pod_resources,omitempty"`
 
 	// Devices matches every device ID the checkpoint allocates against
-	// the host.
-	Devices []DeviceMatch `json:"devices,omitempty"`
+	// the host; Allocatable every device PodResources reports allocatable
+	// (the lead joins them by BDF with what layers 1-4 say of the
+	// device).
+	Devices     []DeviceMatch `json:"devices,omitempty"`
+	Allocatable []DeviceMatch `json:"allocatable,omitempty"`
 
 	// Replayed: the socket answers come from a snapshot, not from sockets.
 	Replayed bool `json:"-"`
@@ -211,9 +214,13 @@ func (n *Node) readCheckpoint(root *hostfs.Root, kdir string) {
 
 func (n *Node) matchDevices(hd *hostDevices) {
 	n.BootIDDiffers = n.Checkpoint != nil && n.Checkpoint.BootID != "" && n.BootID != "" && n.Checkpoint.BootID != n.BootID
-	n.Devices = nil
+	n.Devices, n.Allocatable = nil, nil
+	alloc := n.PodResources.AllocatableIDs()
 	if n.Checkpoint != nil {
-		n.Devices = matchAllocations(hd, n.Checkpoint, n.PodResources.AllocatableIDs())
+		n.Devices = matchAllocations(hd, n.Checkpoint, alloc)
+	}
+	if alloc != nil {
+		n.Allocatable = matchAllocatable(hd, alloc)
 	}
 }
 

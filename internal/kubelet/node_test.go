@@ -124,12 +124,18 @@ func TestRead(t *testing.T) {
 			{ID: "fpga-7", Resource: "example.com/fpga", Form: IDOpaque, Host: HostUnknown,
 				Evidence:   "the ID has no form the host can show (an index or a plugin's own name): only the plugin knows what it names",
 				Registered: ptr(true), Allocatable: ptr(false)},
-			{ID: gpu0, Resource: "nvidia.com/gpu", Form: IDGPUUUID, Key: gpu0, Host: HostPresent,
+			{ID: gpu0, Resource: "nvidia.com/gpu", Form: IDGPUUUID, Key: gpu0, Host: HostPresent, BDF: "0000:18:00.0",
 				Evidence:   "/proc/driver/nvidia/gpus/0000:18:00.0/information: GPU UUID " + gpu0,
 				Registered: ptr(true), Allocatable: ptr(true)},
 			{ID: gpu1, Resource: "nvidia.com/gpu", Form: IDGPUUUID, Key: gpu1, Host: HostAbsent,
 				Evidence:   "none of the 2 GPU(s) in /proc/driver/nvidia/gpus has this UUID",
 				Registered: ptr(true), Allocatable: ptr(false)},
+		},
+		Allocatable: []DeviceMatch{
+			{ID: gpu0, Resource: "nvidia.com/gpu", Form: IDGPUUUID, Key: gpu0, Host: HostPresent, BDF: "0000:18:00.0",
+				Evidence: "/proc/driver/nvidia/gpus/0000:18:00.0/information: GPU UUID " + gpu0, Allocatable: ptr(true)},
+			{ID: gpu2, Resource: "nvidia.com/gpu", Form: IDGPUUUID, Key: gpu2, Host: HostPresent, BDF: "0000:2a:00.0",
+				Evidence: "/proc/driver/nvidia/gpus/0000:2a:00.0/information: GPU UUID " + gpu2, Allocatable: ptr(true)},
 		},
 	}
 	opts := cmp.Options{
@@ -277,4 +283,21 @@ func TestReadCheckpointStates(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A snapshot's capture is someone else's bytes: replay gives an error,
+// never a panic.
+func FuzzReplay(f *testing.F) {
+	f.Add([]byte(`{"format":1,"node":{"dir":"/var/lib/kubelet/device-plugins","plugins":[{"name":"a.sock","dial":{"answer":"answered"}}]}}`))
+	f.Add([]byte(`{"format":1,"node":{"plugins":[null]}}`))
+	f.Add([]byte(`{"format":1}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		n, err := replay(b)
+		if err != nil {
+			return
+		}
+		n.Resources()
+		n.PluginFor("nvidia")
+		n.matchDevices(readHostDevices(hostfs.MustNew(t.TempDir())))
+	})
 }
