@@ -190,7 +190,7 @@ func TestFixtures(t *testing.T) {
 }
 
 func FuzzParseCheckpoint(f *testing.F) {
-	for _, n := range []string{"v2.json", "v2-bootid.json", "v1.json", "restart.json", "bad-checksum.json"} {
+	for _, n := range []string{"v2.json", "v2-bootid.json", "v1.json", "restart.json", "bad-checksum.json", "kubelet-v1.37.2.json"} {
 		if b, err := os.ReadFile(filepath.Join("testdata", "checkpoints", n)); err == nil {
 			f.Add(b)
 		}
@@ -219,4 +219,35 @@ func FuzzParseCheckpoint(f *testing.F) {
 			t.Fatalf("computed %d, the kubelet's algorithm %d\n%s", cp.Computed, o, renamePkg(forHash.Sprintf("%#v", d)))
 		}
 	})
+}
+
+// testdata/checkpoints/kubelet-v1.37.2.json was written by the kubelet's
+// own code: a program outside this module that requires
+// k8s.io/kubernetes v1.37.2 (its staging modules replaced by v0.37.2)
+// called checkpoint.New(entries, registered).MarshalCheckpoint() from
+// pkg/kubelet/cm/devicemanager/checkpoint, and the same package's
+// VerifyChecksum accepted the bytes. The entries: two GPUs on NUMA 0 and
+// 1 for one container (AllocResp the bytes 10 3 1 2 3), one FPGA without
+// topology (-1, AllocResp nil); RegisteredDevices with an empty list.
+func TestRealKubeletCheckpoint(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("testdata", "checkpoints", "kubelet-v1.37.2.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := ParseCheckpoint(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp.Format != FormatV2 || cp.Stored != 3675699085 || !cp.ChecksumOK {
+		t.Errorf("format %s, stored %d, computed %d", cp.Format, cp.Stored, cp.Computed)
+	}
+	if len(cp.Entries) != 2 || !cmp.Equal(cp.Entries[0].NUMA, map[string][]int64{gpu0: {0}, gpu1: {1}}) ||
+		!cmp.Equal(cp.Entries[1].NUMA, map[string][]int64{"fpga-7": {-1}}) {
+		t.Errorf("entries %+v", cp.Entries)
+	}
+	// One byte of a device ID changed: the kubelet's checksum no longer
+	// matches, and ours says so.
+	if cp, err := ParseCheckpoint(bytes.Replace(b, []byte("fpga-7"), []byte("fpga-8"), 1)); err != nil || cp.ChecksumOK {
+		t.Errorf("tampered: %+v, %v", cp, err)
+	}
 }

@@ -23,7 +23,7 @@ var Codes = []ProposedCode{{
 creates it when it starts (plugin/v1beta1/server.go, os.MkdirAll), so a node whose
 kubelet ever ran has it. Layer 6 has nothing to judge on this host. A kubelet
 started with --root-dir keeps it under that directory instead.`,
-	Remediation: "Nothing to do on a host that is not a node. On a node, find the kubelet's --root-dir with `systemctl cat kubelet` and run check with --kubelet-dir set to it.",
+	Remediation: "Nothing to do on a host that is not a node. On a node, find the kubelet's --root-dir with `systemctl cat kubelet`: layer 6 reads the directory it names.",
 	Facts:       "DirState == Absent",
 }, {
 	Code:   "KUBELET_SOCKET_MISSING",

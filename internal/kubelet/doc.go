@@ -53,7 +53,9 @@
 //
 // The checksum printer is tested against the kubelet's algorithm run with
 // go-spew (the version k8s.io/kubelet requires) on constructed data and
-// under fuzzing; the fixtures in testdata/checkpoints are constructed
-// with that algorithm, not written by a kubelet. A checkpoint written by
-// the real device manager (the e2e module runs it) is still to be added.
+// under fuzzing, and against testdata/checkpoints/kubelet-v1.37.2.json,
+// written by the kubelet's own checkpoint package (v1.37.2: see
+// TestRealKubeletCheckpoint); the other fixtures are constructed with the
+// algorithm. One written by a running device manager (the e2e module runs
+// it) is still to be added.
 package kubelet

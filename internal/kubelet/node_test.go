@@ -301,3 +301,19 @@ func FuzzReplay(f *testing.F) {
 		n.matchDevices(readHostDevices(hostfs.MustNew(t.TempDir())))
 	})
 }
+
+// The live host: whatever it has, Read answers without error, and never
+// says "not captured" of a running host.
+func TestReadLiveHost(t *testing.T) {
+	n, err := Read(context.Background(), hostfs.MustNew("/"), Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.DirState == NotCaptured || n.CheckpointState == NotCaptured {
+		t.Errorf("the live host is not captured: %+v", n)
+	}
+	if n.BootID == "" {
+		t.Errorf("no boot_id on a running kernel: %s", n.BootIDErr)
+	}
+	t.Logf("device-plugin dir %s: %s", n.Dir, n.DirState)
+}
