@@ -56,13 +56,14 @@ type Dial struct {
 // Unimplemented).
 func (d Dial) OK() bool { return d.Answer == Answered || d.Answer == Unimplemented }
 
-// dialer makes gRPC clients whose connection is made through the root
+// client is a gRPC client whose connection is made through the root
 // (hostfs.DialUnix): the path is resolved inside the root and must be a
 // socket.
 type client struct {
-	cc   *grpc.ClientConn
-	mu   sync.Mutex
-	derr error // the last connect error, for classification
+	cc    *grpc.ClientConn
+	mu    sync.Mutex
+	first net.Conn // the connection made by hand, until gRPC takes it
+	derr  error    // the last connect error, for classification
 }
 
 // newClient connects to the socket at host path p. The connect is done
@@ -75,17 +76,16 @@ func newClient(ctx context.Context, root *hostfs.Root, p string) (*client, *Dial
 		d := classifyConnect(err)
 		return nil, &d
 	}
-	c := &client{}
-	first := conn
+	c := &client{first: conn}
 	cc, err := grpc.NewClient("passthrough:///localhost",
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDisableRetry(),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
 			c.mu.Lock()
 			defer c.mu.Unlock()
-			if first != nil {
-				cn := first
-				first = nil
+			if c.first != nil {
+				cn := c.first
+				c.first = nil
 				return cn, nil
 			}
 			cn, err := root.DialUnix(ctx, p)
@@ -100,7 +100,15 @@ func newClient(ctx context.Context, root *hostfs.Root, p string) (*client, *Dial
 	return c, nil
 }
 
-func (c *client) Close() { c.cc.Close() }
+func (c *client) Close() {
+	c.cc.Close()
+	c.mu.Lock()
+	if c.first != nil {
+		c.first.Close() // gRPC never dialed
+		c.first = nil
+	}
+	c.mu.Unlock()
+}
 
 // result classifies the error of a call made through c.
 func (c *client) result(method string, err error) Dial {

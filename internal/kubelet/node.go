@@ -127,6 +127,13 @@ func Read(ctx context.Context, root *hostfs.Root, opts Options) (*Node, error) {
 		n.matchDevices(readHostDevices(root))
 		return n, nil
 	}
+	if _, ok := root.ReadSnapshotMeta(); ok {
+		// A snapshot or tree archive without the capture (taken before
+		// layer 6 existed, or by a tool that did not read it): sockets
+		// cannot be archived and the checkpoint never is, so what the
+		// tree shows there is not what the host had.
+		return notCaptured(root, kdir), nil
+	}
 	timeout := opts.Timeout
 	if timeout <= 0 {
 		timeout = defaultTimeout
@@ -170,6 +177,19 @@ func Read(ctx context.Context, root *hostfs.Root, opts Options) (*Node, error) {
 // highest missing ancestor that may stand for p: a tree without
 // /var/lib/kubelet/device-plugins has no checkpoint in it, but a tree
 // without /var/lib says nothing of either (a sysfs capture).
+func notCaptured(root *hostfs.Root, kdir string) *Node {
+	why := "this snapshot holds no record of the kubelet's sockets and checkpoint"
+	n := &Node{Dir: DevicePluginDir(kdir), DirState: NotCaptured, DirErr: why, Replayed: true,
+		CheckpointState: NotCaptured, CheckpointErr: why}
+	n.CheckpointPath = path.Join(n.Dir, CheckpointName)
+	if id, err := root.ReadString(BootIDPath); err == nil {
+		n.BootID = id
+	} else {
+		n.BootIDErr = err.Error()
+	}
+	return n
+}
+
 func stateOf(root *hostfs.Root, p, top string, err error) (State, string) {
 	switch {
 	case err == nil:

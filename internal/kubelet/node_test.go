@@ -317,3 +317,31 @@ func TestReadLiveHost(t *testing.T) {
 	}
 	t.Logf("device-plugin dir %s: %s", n.Dir, n.DirState)
 }
+
+// A snapshot taken without this reader shows no socket (tar cannot hold
+// one): that is "not captured", never "kubelet.sock missing".
+func TestSnapshotWithoutCapture(t *testing.T) {
+	n := newNode(t, kubeletCheckpoint(t, sampleData(), ""))
+	live := hostfs.MustNew(n.dir)
+	rec := live.Record()
+	// Another reader listed the directory; this one did not run.
+	if _, err := live.ReadDir("/var/lib/kubelet/device-plugins"); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := live.WriteSnapshot(rec, &buf, "test"); err != nil {
+		t.Fatal(err)
+	}
+	snap, cleanup, err := hostfs.OpenSnapshot(bytes.NewReader(buf.Bytes()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	got, err := Read(context.Background(), snap, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.DirState != NotCaptured || got.Kubelet != nil || got.CheckpointState != NotCaptured || got.PodResources != nil {
+		t.Errorf("%+v", got)
+	}
+}
