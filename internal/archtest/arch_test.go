@@ -27,7 +27,8 @@ var allowed = map[string][]string{
 	"runtime":  {"hostfs"},
 	"cdi":      {"hostfs", "runtime"},
 	"iommu":    {"hostfs", "pci"},
-	"fixture":  {"hostfs", "pci"}, // pci.ConfigSpec encodes the trees' config spaces
+	"kubelet":  {"hostfs", "pci", "driver"}, // the node's kubelet state, read-only
+	"fixture":  {"hostfs", "pci"},           // pci.ConfigSpec encodes the trees' config spaces
 	"demo":     {"hostfs"},
 	"diagnose": {"hostfs", "report", "pci", "driver", "devnode", "cgroup", "probe", "runtime", "cdi", "iommu"},
 	"cli":      {"*"},

@@ -13,7 +13,7 @@ import (
 // readOnly are the reader packages: they read the host and never change
 // it. Only internal/sandbox (and the plugins and agent, which say so) may
 // write.
-var readOnly = []string{"hostfs", "pci", "devnode", "driver", "cgroup", "runtime", "cdi", "iommu", "diagnose", "report"}
+var readOnly = []string{"hostfs", "pci", "devnode", "driver", "cgroup", "runtime", "cdi", "iommu", "kubelet", "diagnose", "report"}
 
 // mayWrite are the files of reader packages allowed to write, and where:
 // hostfs unpacks a snapshot into a temporary directory of its own (made
