@@ -26,7 +26,7 @@ var allowed = map[string][]string{
 	"probe":    {"hostfs"},
 	"runtime":  {"hostfs"},
 	"cdi":      {"hostfs", "runtime"},
-	"iommu":    {"hostfs", "pci"},
+	"iommu":    {"hostfs", "pci", "runtime"},
 	"fixture":  {"hostfs", "pci"}, // pci.ConfigSpec encodes the trees' config spaces
 	"demo":     {"hostfs"},
 	"diagnose": {"hostfs", "report", "pci", "driver", "devnode", "cgroup", "probe", "runtime", "cdi", "iommu"},
