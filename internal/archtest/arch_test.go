@@ -26,7 +26,7 @@ var allowed = map[string][]string{
 	"probe":    {"hostfs"},
 	"runtime":  {"hostfs"},
 	"cdi":      {"hostfs", "runtime"},
-	"iommu":    {"hostfs", "pci"},
+	"iommu":    {"hostfs", "pci", "runtime"},
 	"kubelet":  {"hostfs", "pci", "driver"}, // the node's kubelet state, read-only
 	"fixture":  {"hostfs", "pci"},           // pci.ConfigSpec encodes the trees' config spaces
 	"demo":     {"hostfs"},

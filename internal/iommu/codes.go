@@ -4,7 +4,8 @@ package iommu
 // layer-7 catalog that internal/diagnose keeps (Code, Title, Explain,
 // Remediation there). Status is the outcome the code is meant for; the
 // lead decides. Remediations name only commands that exist: modprobe,
-// driverctl, grubby, update-grub, grub2-mkconfig, lspci, and writes to
+// driverctl, grubby, update-grub, grub2-mkconfig, lspci, ls, prlimit,
+// setcap, systemctl, chown, chmod, fuser, udevadm, docker, and writes to
 // sysfs files the kernel documents.
 type ProposedCode struct {
 	Code        string
@@ -151,4 +152,98 @@ from bus addresses behind a translating host bridge.`,
 or device reported uncorrectable errors since boot. Correctable errors are shown
 as evidence.`,
 	Remediation: "Check the kernel log for the AER lines of the device; reseat the card or riser; `lspci -vvv -s BDF` shows the current error status.",
+}, {
+	Code:   "VFIO_MODULE_NOT_LOADED",
+	Status: "FAIL when a device is meant for VFIO (bound, driver_override vfio-pci, vfio-pci.ids or --device), no finding otherwise; NOT_RUN when /sys/module is not captured",
+	Title:  "the VFIO modules are neither loaded nor built in",
+	Explain: `Device assignment through vfio-pci needs vfio (the groups, /dev/vfio/N, and the
+container /dev/vfio/vfio), vfio_iommu_type1 (the container's IOMMU backend, which vfio
+pulls in by its softdep; without it VFIO_SET_IOMMU fails with ENODEV), vfio_pci_core
+and vfio_pci (the driver). A loadable module has /sys/module/NAME/initstate; a
+built-in one has none, and is listed in /lib/modules/RELEASE/modules.builtin. Without
+the driver, a device whose driver_override says vfio-pci stays unbound, and no
+/dev/vfio/N appears.`,
+	Remediation: "Load it: `modprobe vfio-pci` (it loads vfio, vfio_iommu_type1 and vfio_pci_core). To load it at every boot: `echo vfio-pci > /etc/modules-load.d/vfio-pci.conf`.",
+}, {
+	Code:   "VFIO_DEVICE_NOT_BOUND",
+	Status: "FAIL",
+	Title:  "a device meant for passthrough is not bound to vfio-pci",
+	Explain: `Something marks the device for VFIO (its driver_override names vfio-pci, vfio-pci's
+ids name its vendor:device, or it was asked about) but it is bound to another driver or
+to none. driver_override takes effect at the next probe and does not unbind the
+current driver; vfio-pci's ids only take devices that have no driver yet, so a host
+driver that loads first (nouveau, nvidia, snd_hda_intel, mlx5_core) keeps the device;
+without an IOMMU group vfio-pci's probe fails with EINVAL. The ids vfio-pci was given,
+at load or through /sys/bus/pci/drivers/vfio-pci/new_id, cannot be read back (new_id
+is write-only and the ids parameter has no sysfs file): the evidence gives where ids
+come from (vfio-pci.ids= on /proc/cmdline, options vfio-pci ids= in modprobe.d) and
+the device's driver and driver_override.`,
+	Remediation: "Bind it now (as root): `echo vfio-pci > /sys/bus/pci/devices/BDF/driver_override`, `echo BDF > /sys/bus/pci/devices/BDF/driver/unbind`, `echo BDF > /sys/bus/pci/drivers_probe`, or `driverctl set-override BDF vfio-pci`, which also keeps it across reboots. " +
+		"At boot: add vfio-pci.ids=VVVV:DDDD to the kernel command line (`grubby --update-kernel=ALL --args=vfio-pci.ids=VVVV:DDDD`, or GRUB_CMDLINE_LINUX and `update-grub`) and, for a modular host driver, a \"softdep DRIVER pre: vfio-pci\" line in /etc/modprobe.d/vfio.conf.",
+}, {
+	Code:   "VFIO_CONTAINER_NODE",
+	Status: "FAIL when /dev/vfio/vfio is absent or not the character device 10:196 while VFIO is in use; WARN for a mode other than 0666",
+	Title:  "/dev/vfio/vfio is missing, not the VFIO container device, or not 0666",
+	Explain: `/dev/vfio/vfio is the VFIO container, the misc device 10:196 (VFIO_MINOR), which the
+kernel creates 0666 (drivers/vfio/container.c; iommufd's compatibility device,
+CONFIG_IOMMUFD_VFIO_CONTAINER, too): it grants nothing by itself, the group node
+does, so an unprivileged QEMU or DPDK must be able to open it. A mode tightened by a
+udev rule or an image makes open(2) fail with EACCES for the VM's user; a missing
+node (vfio not loaded, or a container /dev without it) fails with ENOENT.`,
+	Remediation: "Load vfio (`modprobe vfio-pci`); check the node with `ls -l /dev/vfio/vfio`; restore the mode with `chmod 0666 /dev/vfio/vfio` and remove the udev rule that changed it (`udevadm test /sys/class/misc/vfio` shows which rule applies). In a container, pass /dev/vfio/vfio along with the group node.",
+}, {
+	Code:   "VFIO_GROUP_NODE",
+	Status: "FAIL when a group VFIO created has no /dev/vfio/N or one with another device number; WARN for an owner or mode the process using it cannot open",
+	Title:  "a VFIO group's /dev/vfio/N is missing, wrong, or not the VM's user's",
+	Explain: `When a VFIO driver binds a member of IOMMU group N, VFIO creates the group
+(/sys/class/vfio/N with its dev) and devtmpfs the node /dev/vfio/N, 0600 root
+(drivers/vfio/group.c). Management layers hand it to the VM's user: libvirt chowns it
+to qemu, KubeVirt's virt-handler to the launcher's user, a device plugin injects it
+into the pod. A node that is missing gives ENOENT, one with another major:minor (a
+stale copy in a container's /dev) opens another group or ENXIO, and one whose owner
+and mode exclude the process gives EACCES. Whether a given process may open it is
+the runtime layer's mode check of that process's /dev (its credentials, its user
+namespace).`,
+	Remediation: "Check `ls -l /dev/vfio/` against /sys/class/vfio/N/dev; recreate a missing node by rebinding the device (`echo BDF > /sys/bus/pci/drivers/vfio-pci/unbind`, then `echo BDF > /sys/bus/pci/drivers/vfio-pci/bind`) or with `udevadm trigger --subsystem-match=vfio`; give it to the VM's user with `chown USER /dev/vfio/N` (libvirt and KubeVirt do this themselves when they own the VM).",
+}, {
+	Code:   "VFIO_MEMLOCK_LOW",
+	Status: "FAIL when the soft RLIMIT_MEMLOCK is below the guest memory and the process lacks CAP_IPC_LOCK in the initial user namespace; WARN when it covers the guest memory but not guest memory plus the BARs",
+	Title:  "the process's locked-memory limit is below what VFIO pins for it",
+	Explain: `Mapping memory for a device's DMA pins it. VFIO type1 charges every pinned RAM page
+to the process's locked memory and past the soft RLIMIT_MEMLOCK fails
+VFIO_IOMMU_MAP_DMA with ENOMEM (drivers/vfio/vfio_iommu_type1.c, vfio_pin_pages_remote);
+the kernel logs "vfio_pin_pages_remote: RLIMIT_MEMLOCK (N) exceeded" and QEMU
+"VFIO_MAP_DMA failed: Cannot allocate memory". iommufd's IOMMU_IOAS_MAP fails the same
+way, charging the user's locked memory, shared by all of that user's processes
+(drivers/iommu/iommufd/pages.c). A QEMU guest's whole memory (-m) is mapped at start.
+The assigned devices' BARs are mapped too but not charged (MMIO, not RAM); libvirt
+budgets 1 GiB over the guest memory for them. The evidence gives the limit, the guest
+memory, each device's memory BARs and the sums.`,
+	Remediation: "Raise the limit of the process: now, `prlimit --pid PID --memlock=BYTES:BYTES` (as root); for a systemd service, LimitMEMLOCK= in a drop-in (`systemctl edit UNIT`); for a Docker container, `docker run --ulimit memlock=-1:-1`; libvirt sets it for a guest with host devices (guest memory + 1 GiB) unless the domain's memtune hard_limit is lower. Or give the process CAP_IPC_LOCK in the initial user namespace.",
+}, {
+	Code:   "VFIO_NO_IPC_LOCK",
+	Status: "WARN when the process has CAP_IPC_LOCK only in a user namespace of its own, or lacks it while its limit is short (with VFIO_MEMLOCK_LOW); no finding otherwise",
+	Title:  "the process has no CAP_IPC_LOCK that VFIO honours",
+	Explain: `VFIO type1 records at each VFIO_IOMMU_MAP_DMA whether the process has CAP_IPC_LOCK
+(vfio_dma_do_map: dma->lock_cap = capable(CAP_IPC_LOCK)) and then skips the
+locked-memory limit; iommufd does the same (iopt_alloc_pages). capable() asks the
+initial user namespace: a process in a user namespace of its own (a rootless or
+user-namespaced container) may show CAP_IPC_LOCK in CapEff and still be held to its
+RLIMIT_MEMLOCK. The evidence gives CapEff and the process's uid_map.`,
+	Remediation: "Raise RLIMIT_MEMLOCK instead (`prlimit --pid PID --memlock=BYTES:BYTES`), or run the process in the initial user namespace with CAP_IPC_LOCK (added to a container without a user namespace of its own; `setcap cap_ipc_lock+ep BINARY` for a program started by hand).",
+}, {
+	Code:   "VFIO_GROUP_BUSY",
+	Status: "FAIL when --pid names a process that does not hold the group while another does; evidence otherwise (the group is in use)",
+	Title:  "another process holds the VFIO group open",
+	Explain: `VFIO allows one open file per group: a second open(2) of /dev/vfio/N fails with
+EBUSY while another file has it open, or while one of its devices is open through its
+cdev /dev/vfio/devices/vfioM, and the reverse (drivers/vfio/group.c,
+vfio_group_fops_open and vfio_device_block_group). VFIO_GROUP_SET_CONTAINER fails
+with EPERM when the group's DMA is already claimed (iommu_group_claim_dma_owner,
+drivers/iommu/iommu.c: a host driver on a member, or another user such as an iommufd
+bind of one of its devices), and with EINVAL when the same file already set a
+container. The evidence names the holders: their PID, command and fd, read from
+/proc/PID/fd links; processes whose fds could not be read (another user's, without
+root) are counted, and a holder among them cannot be named.`,
+	Remediation: "See who holds it: `fuser -v /dev/vfio/N` or `ls -l /proc/PID/fd`; stop that process (a previous QEMU, a leftover virt-launcher, a DPDK application) or give the group to it instead.",
 }}

@@ -10,7 +10,8 @@ import (
 // remediations name only commands that exist.
 func TestProposedCodes(t *testing.T) {
 	commands := map[string]bool{"modprobe": true, "echo": true, "driverctl": true, "grubby": true, "update-grub": true,
-		"grub2-mkconfig": true, "lspci": true, "ls": true, "-device": true}
+		"grub2-mkconfig": true, "lspci": true, "ls": true, "-device": true,
+		"prlimit": true, "setcap": true, "systemctl": true, "chown": true, "chmod": true, "fuser": true, "udevadm": true, "docker": true}
 	code := regexp.MustCompile(`^[A-Z][A-Z0-9_]+$`)
 	quoted := regexp.MustCompile("`([^`]+)`")
 	seen := map[string]bool{}
@@ -31,7 +32,9 @@ func TestProposedCodes(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"IOMMU_OFF", "IOMMU_GROUP_NOT_VIABLE", "IOMMU_GROUP_SHARED", "IOMMU_ACS_NOT_READABLE"} {
+	for _, want := range []string{"IOMMU_OFF", "IOMMU_GROUP_NOT_VIABLE", "IOMMU_GROUP_SHARED", "IOMMU_ACS_NOT_READABLE",
+		"VFIO_MODULE_NOT_LOADED", "VFIO_DEVICE_NOT_BOUND", "VFIO_CONTAINER_NODE", "VFIO_GROUP_NODE", "VFIO_MEMLOCK_LOW",
+		"VFIO_NO_IPC_LOCK", "VFIO_GROUP_BUSY"} {
 		if !seen[want] {
 			t.Errorf("%s missing", want)
 		}

@@ -34,9 +34,27 @@
 // configuration tells. Viabilities judges each group that holds an
 // accelerator (viability.go) and explains its sharing (isolation.go).
 //
+// VFIO readiness (vfio.go) reads /sys/module/{vfio,vfio_iommu_type1,
+// vfio_pci_core,vfio_pci,iommufd} (initstate, parameters) and
+// /lib/modules/RELEASE/modules.builtin, /sys/bus/pci/drivers/vfio-pci,
+// each function's driver_override and vfio-dev/vfioN, vfio-pci's ids from
+// /proc/cmdline and the modprobe.d directories (the ids vfio-pci holds
+// cannot be read back: new_id is write-only), /sys/class/vfio/N and
+// /sys/class/misc/{vfio,iommu}, and the nodes /dev/vfio/vfio,
+// /dev/vfio/N, /dev/vfio/devices/vfioN and /dev/iommu (lstat only; a
+// tree's device manifest stands in for them). FindHolders reads the
+// /proc/*/fd links (readlink only, bounded; fd tables it may not read are
+// counted, not guessed) to name the processes holding a group open.
+// ReadMemlock (memlock.go) reads a process's /proc/PID/{status,limits,
+// uid_map} with internal/runtime's parsers, its command line for QEMU's
+// -m (live only: a snapshot never holds one), and the `resource` files of
+// the devices it holds, and states its locked-memory limit against what
+// VFIO pins for it.
+//
 // Parsers (ParseACPIHeader, ParseDMAR, ParseIVRS, ParseIORT, ParseVIOT,
-// ParseCmdline, ParseKernelConfig) take bytes or strings and touch
-// nothing. The package states facts with their evidence; it never
+// ParseCmdline, ParseKernelConfig, ParsePCIIDs, ParseModprobeConf,
+// ParseModulesBuiltin, ParseProcCmdline, ParseQEMUMemory, ParseQEMUSize)
+// take bytes or strings and touch nothing. The package states facts with their evidence; it never
 // judges: the findings (codes.go proposes their catalog) are made in
 // internal/diagnose.
 package iommu
