@@ -64,7 +64,9 @@ on switch.`,
 driver (vfio-pci or a variant such as mlx5_vfio_pci or nvgrace_gpu_vfio_pci),
 pci-stub, or no driver; bridges are fine. Since Linux 5.19 the group cannot be
 claimed while any member is bound to a driver that uses the kernel's DMA API
-(EBUSY, and QEMU reports "group N is not viable"). The evidence names the member,
+(VFIO_GROUP_SET_CONTAINER gives EPERM: iommu_group_claim_dma_owner finds the
+group's DMA already owned; QEMU reports "group N is not viable"). The evidence
+names the member,
 typically the GPU's HDMI audio function bound to snd_hda_intel.`,
 	Remediation: "Rebind the member to vfio-pci: `modprobe vfio-pci`, then `echo vfio-pci > /sys/bus/pci/devices/BDF/driver_override`, `echo BDF > /sys/bus/pci/devices/BDF/driver/unbind`, `echo BDF > /sys/bus/pci/drivers_probe` (or `driverctl set-override BDF vfio-pci`); " +
 		"to keep it across reboots add the vfio-pci.ids=VVVV:DDDD,... parameter the evidence gives and, for a modular driver, a \"softdep DRIVER pre: vfio-pci\" line in /etc/modprobe.d/vfio.conf.",

@@ -151,7 +151,7 @@ func TestAudioFunctionBlocks(t *testing.T) {
 		t.Fatalf("verdict %v intended %v blocking %v", gv.Verdict, gv.Intended, gv.Blocking)
 	}
 	b := gv.Blocking[0]
-	if b.Name != "0000:01:00.1" || b.Driver != "snd_hda_intel" || !strings.Contains(b.Why, "EBUSY") {
+	if b.Name != "0000:01:00.1" || b.Driver != "snd_hda_intel" || !strings.Contains(b.Why, "EPERM") {
 		t.Errorf("blocking member %+v", b)
 	}
 	want := &Fix{

@@ -18,7 +18,9 @@ import (
 // driver_managed_dma (drivers/base/dd.c really_probe ->
 // pci_dma_configure, drivers/pci/pci-driver.c), and VFIO's claim on the
 // group (iommu_group_claim_dma_owner, drivers/iommu/iommu.c) fails with
-// EBUSY while any such driver holds a member; older kernels checked the
+// EPERM while any such driver holds a member (its owner_cnt is not zero;
+// EBUSY is what that driver's probe gets once VFIO owns the group);
+// older kernels checked the
 // same list by name (vfio_dev_driver_allowed). The drivers that declare
 // it are vfio-pci and its variant drivers (all built on vfio_pci_core),
 // pci-stub (drivers/pci/pci-stub.c) and pcieport
@@ -300,7 +302,7 @@ func member(root *hostfs.Root, g Group, name string, inv *pci.Inventory) Member 
 		m.Role, m.Why = RoleStub, "bound to pci-stub, which keeps other drivers off and does no DMA"
 	default:
 		m.Role = RoleBlocks
-		m.Why = fmt.Sprintf("bound to %s, which uses the kernel's DMA API on it: VFIO cannot claim the group while it is bound (EBUSY)", m.Driver)
+		m.Why = fmt.Sprintf("bound to %s, which uses the kernel's DMA API on it: VFIO cannot claim the group while it is bound (VFIO_GROUP_SET_CONTAINER gives EPERM)", m.Driver)
 	}
 	return m
 }
