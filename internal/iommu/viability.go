@@ -336,16 +336,21 @@ func fixFor(root *hostfs.Root, members []Member) *Fix {
 				fmt.Sprintf("echo %s > /sys/bus/pci/devices/%s/driver/unbind", bdf, bdf),
 				fmt.Sprintf("echo %s > /sys/bus/pci/drivers_probe", bdf))
 		}
-		// A modular PCI driver has a module link in its driver directory
-		// (drivers/base/module.c, module_add_driver); softdep names the
-		// module, which the link's target is.
-		// A built-in one has none, and no /sys/module/NAME/initstate,
-		// which only loadable modules have (kernel/module/sysfs.c); a
-		// capture that kept neither says nothing.
-		if t, err := root.Readlink(path.Join(pci.DriversDir, m.Driver, "module")); err == nil {
-			softdep[path.Base(t)] = true
-		} else if root.Exists(path.Join(pci.DriversDir, m.Driver)) && root.Exists("/sys/module") &&
-			!root.Exists(path.Join("/sys/module", m.Driver, "initstate")) {
+		// A PCI driver's directory links to its module
+		// (drivers/base/module.c, module_add_driver), and softdep names
+		// that module. Built-in drivers get the link too when their
+		// module has parameters, and since 6.14 always; only a loadable
+		// module has /sys/module/NAME/initstate (kernel/module/sysfs.c).
+		// A capture that kept neither says nothing.
+		t, err := root.Readlink(path.Join(pci.DriversDir, m.Driver, "module"))
+		mod := m.Driver
+		if err == nil {
+			mod = path.Base(t)
+		}
+		switch {
+		case root.Exists(path.Join("/sys/module", mod, "initstate")):
+			softdep[mod] = true
+		case root.Exists(path.Join(pci.DriversDir, m.Driver)) && root.Exists("/sys/module"):
 			builtIn[m.Driver] = true
 		}
 	}
