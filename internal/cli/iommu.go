@@ -1,17 +1,21 @@
 package cli
 
 import (
+	"fmt"
+
 	"github.com/spf13/cobra"
 
 	"github.com/accel-doctor/accel-doctor/internal/diagnose"
+	"github.com/accel-doctor/accel-doctor/internal/iommu"
 	"github.com/accel-doctor/accel-doctor/internal/report"
 )
 
 func newIOMMUCmd(g *globals) *cobra.Command {
 	var (
-		snapshot string
-		devices  []string
-		verbose  bool
+		snapshot, guest string
+		devices         []string
+		verbose         bool
+		pid             int
 	)
 	cmd := &cobra.Command{
 		Use:   "iommu",
@@ -25,12 +29,18 @@ accelerator, whether VFIO can take it whole (every member on vfio-pci,
 pci-stub or no driver; bridges allowed), naming the member that breaks it
 and the commands and vfio-pci.ids line that would fix it, and, for a shared
 group, the first bridge on the path to the root port without the ACS
-controls that isolate it.
+controls that isolate it. For the devices meant for VFIO: the modules,
+the binding, /dev/vfio/vfio and /dev/vfio/N; with --pid, the process's
+locked-memory limit against what VFIO will pin for it (ENOMEM from
+VFIO_IOMMU_MAP_DMA beyond it without CAP_IPC_LOCK) and who else holds its
+groups (EBUSY, EPERM).
 
 Unlike 'check' (which judges only groups someone set up for passthrough),
 every accelerator is judged as meant for passthrough here. It is read-only.
 Exit status: 0 no FAIL; 1 a group that holds an accelerator is not viable,
-or the IOMMU is off or absent; 2 nothing could be judged, or a usage error.`,
+the IOMMU is off or absent while the host means a device for VFIO, or a VFIO
+fault (module, binding, node, locked-memory limit, a group held by another
+process); 2 nothing could be judged, or a usage error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			root, source, cleanup, err := g.openHost(snapshot)
@@ -38,7 +48,18 @@ or the IOMMU is off or absent; 2 nothing could be judged, or a usage error.`,
 				return err
 			}
 			defer cleanup()
-			env := diagnose.NewEnv(root, diagnose.Options{Layers: []report.Layer{report.LayerPCI, report.LayerIOMMU}, Passthrough: true})
+			opts := diagnose.Options{Layers: []report.Layer{report.LayerPCI, report.LayerIOMMU}, Passthrough: true, PID: pid}
+			if guest != "" {
+				n, err := iommu.ParseQEMUSize(guest)
+				if err != nil {
+					return usageErr("--guest-memory %q: %v", guest, err)
+				}
+				opts.GuestMemory = &n
+			}
+			if pid < 0 || (pid > 0 && !root.Exists(fmt.Sprintf("/proc/%d", pid))) {
+				return usageErr("--pid %d: no such process under %s", pid, root.Dir())
+			}
+			env := diagnose.NewEnv(root, opts)
 			if err := selectDevices(env, devices, "under "+root.Dir()); err != nil {
 				return err
 			}
@@ -53,6 +74,8 @@ or the IOMMU is off or absent; 2 nothing could be judged, or a usage error.`,
 	f.StringVar(&snapshot, "snapshot", "", "read a snapshot archive instead of the host")
 	f.StringSliceVar(&devices, "device", nil, "only these PCI functions (0000:17:00.0, 17:00.0, ...)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "text output: list every check, the ones that passed too")
+	f.IntVar(&pid, "pid", 0, "a process that will use VFIO (QEMU, DPDK, a KubeVirt launcher): its RLIMIT_MEMLOCK against what VFIO pins for it, CAP_IPC_LOCK, who else holds its groups")
+	f.StringVar(&guest, "guest-memory", "", "with --pid: the memory VFIO will pin for it (16G, 16384M; default: QEMU's -m on the live host)")
 	g.addOutputFlag(cmd)
 	return cmd
 }

@@ -14,16 +14,20 @@ import (
 func TestIOMMUCommand(t *testing.T) {
 	for _, c := range []struct {
 		host string
+		args []string
 		code int
 		want []string // "CODE STATUS"
 	}{
-		{"gpu-audio-snd-hda-intel", 1, []string{"IOMMU_ON PASS", "IOMMU_GROUP_NOT_VIABLE FAIL"}},
-		{"gpu4-switch-noacs", 0, []string{"IOMMU_GROUP_SHARED WARN", "IOMMU_ACS_PATH_UNISOLATED WARN"}},
-		{"gpu4-switch-acs", 0, []string{"IOMMU_GROUP_VIABLE PASS"}},
-		{"hgx-h100x8-vfio", 0, []string{"IOMMU_GROUP_VIABLE PASS"}},
-		{"iommu-off-sm-on", 0, []string{"IOMMU_OFF WARN", "IOMMU_CMDLINE_NO_EFFECT WARN"}},
+		{"gpu-audio-snd-hda-intel", nil, 1, []string{"IOMMU_ON PASS", "IOMMU_GROUP_NOT_VIABLE FAIL"}},
+		{"gpu4-switch-noacs", nil, 0, []string{"IOMMU_GROUP_SHARED WARN", "IOMMU_ACS_PATH_UNISOLATED WARN"}},
+		{"gpu4-switch-acs", nil, 0, []string{"IOMMU_GROUP_VIABLE PASS", "VFIO_READY PASS"}},
+		// QEMU (pid 5150) with systemd's 8 MiB RLIMIT_MEMLOCK and a 16 GiB guest.
+		{"gpu4-switch-acs", []string{"--pid", "5150", "--guest-memory", "16G"}, 1, []string{"VFIO_READY PASS", "VFIO_MEMLOCK_LOW FAIL"}},
+		{"hgx-h100x8-vfio", nil, 0, []string{"IOMMU_GROUP_VIABLE PASS", "VFIO_READY PASS"}},
+		// 01:00.0 has driver_override vfio-pci: the host means it for VFIO, and the IOMMU is off.
+		{"iommu-off-sm-on", nil, 1, []string{"IOMMU_OFF FAIL", "IOMMU_CMDLINE_NO_EFFECT WARN", "VFIO_DEVICE_NOT_BOUND FAIL"}},
 	} {
-		out, stderr, code := run(t, "iommu", "--root", hosts+c.host, "-o", "json")
+		out, stderr, code := run(t, append([]string{"iommu", "--root", hosts + c.host, "-o", "json"}, c.args...)...)
 		var rep report.Report
 		if err := json.Unmarshal([]byte(out), &rep); err != nil {
 			t.Fatalf("%s: %v: %s", c.host, err, stderr)
@@ -47,5 +51,10 @@ func TestIOMMUCommand(t *testing.T) {
 	out, _, code := run(t, "iommu")
 	if code != 0 || !strings.Contains(out, "Verdict: PASS") {
 		t.Errorf("live: exit %d\n%s", code, out)
+	}
+	for _, bad := range [][]string{{"--pid", "999999999"}, {"--pid", "1", "--guest-memory", "lots"}} {
+		if _, stderr, code := run(t, append([]string{"iommu"}, bad...)...); code != 2 || stderr == "" {
+			t.Errorf("iommu %v: exit %d, stderr %q; want a usage error", bad, code, stderr)
+		}
 	}
 }

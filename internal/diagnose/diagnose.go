@@ -31,6 +31,9 @@ type Options struct {
 	// Passthrough judges every accelerator as meant for passthrough (the
 	// iommu command): a group that is not viable is a FAIL, not a note.
 	Passthrough bool
+	// GuestMemory is the memory (bytes) a process (--pid) will have VFIO
+	// pin, when the user gives it; nil: from QEMU's -m on the live host.
+	GuestMemory *uint64
 	// CDISpecDirs overrides the CDI spec directories a container's CDI
 	// names are resolved in (default: its runtime's, else /etc/cdi and
 	// /var/run/cdi).

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/accel-doctor/accel-doctor/internal/iommu"
+	"github.com/accel-doctor/accel-doctor/internal/pci"
 	"github.com/accel-doctor/accel-doctor/internal/report"
 )
 
@@ -89,16 +90,41 @@ func (e *Env) IOMMU() *iommu.State {
 	return s
 }
 
-// vfioBound reports whether any PCI function is bound to a VFIO driver:
-// someone means to pass devices through on this host.
+// VFIO reads the host's VFIO side once per run; with Passthrough (the
+// iommu command) every accelerator counts as asked about.
+func (e *Env) VFIO() *iommu.VFIO {
+	v, _ := memo(e, "iommu.vfio", func() (*iommu.VFIO, error) {
+		inv, err := e.PCI()
+		if err != nil || inv == nil {
+			return nil, err
+		}
+		var asked []pci.Address
+		if e.Opts.Passthrough {
+			for _, d := range e.Accelerators() {
+				asked = append(asked, d.Address)
+			}
+		}
+		return iommu.ReadVFIO(e.Root, e.IOMMU(), inv, asked...), nil
+	})
+	return v
+}
+
+// vfioBound reports whether something on the host says a PCI function is
+// meant for VFIO (bound to a VFIO driver, a driver_override or
+// vfio-pci.ids naming it): someone means to pass devices through here.
 func (e *Env) vfioBound() (string, bool) {
-	inv, err := e.PCI()
-	if err != nil || inv == nil {
+	v := e.VFIO()
+	if v == nil {
 		return "", false
 	}
-	for _, d := range inv.Devices {
-		if iommu.IsVFIODriver(d.Driver) {
-			return d.Address.String() + " (" + d.Driver + ")", true
+	for _, b := range v.Bindings {
+		switch {
+		case b.VFIO:
+			return b.Address.String() + " (" + b.Driver + ")", true
+		case iommu.IsVFIODriver(b.Override):
+			return b.Address.String() + " (driver_override " + b.Override + ", bound to " + orElse(b.Driver, "no driver") + ")", true
+		case len(b.IDsFrom) > 0:
+			return b.Address.String() + " (named by vfio-pci's ids, bound to " + orElse(b.Driver, "no driver") + ")", true
 		}
 	}
 	return "", false

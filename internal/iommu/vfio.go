@@ -622,8 +622,13 @@ type Binding struct {
 // Intended reports whether something says the function is meant for
 // VFIO: it is bound to a VFIO driver, its driver_override names one,
 // vfio-pci's ids name it, or the caller asked about it.
-func (b Binding) Intended() bool {
-	return b.VFIO || IsVFIODriver(b.Override) || len(b.IDsFrom) > 0 || b.Asked
+func (b Binding) Intended() bool { return b.Configured() || b.Asked }
+
+// Configured reports whether the host itself says the function is meant
+// for VFIO: bound to a VFIO driver, a driver_override or vfio-pci's ids
+// naming it (asking about it does not count).
+func (b Binding) Configured() bool {
+	return b.VFIO || IsVFIODriver(b.Override) || len(b.IDsFrom) > 0
 }
 
 // VFIO is the host's readiness for VFIO device assignment.

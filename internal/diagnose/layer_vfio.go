@@ -1,0 +1,159 @@
+package diagnose
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/accel-doctor/accel-doctor/internal/iommu"
+	"github.com/accel-doctor/accel-doctor/internal/pci"
+	"github.com/accel-doctor/accel-doctor/internal/report"
+)
+
+// Layer 7, VFIO readiness: for the devices meant for VFIO (bound to a VFIO
+// driver, a vfio-pci driver_override or vfio-pci.ids naming them, or asked
+// about with --device on the iommu command), the modules, the binding,
+// /dev/vfio/vfio and /dev/vfio/N; and for a process (iommu --pid: a QEMU,
+// a DPDK program, a KubeVirt launcher) its locked-memory limit against
+// what VFIO pins for it, CAP_IPC_LOCK, and who else holds its groups.
+// Nothing here judges a host that means no device for VFIO.
+
+const (
+	codeVFIOModule    = "VFIO_MODULE_NOT_LOADED"
+	codeVFIONotBound  = "VFIO_DEVICE_NOT_BOUND"
+	codeVFIOContainer = "VFIO_CONTAINER_NODE"
+	codeVFIOGroupNode = "VFIO_GROUP_NODE"
+	codeVFIOMemlock   = "VFIO_MEMLOCK_LOW"
+	codeVFIONoIPCLock = "VFIO_NO_IPC_LOCK"
+	codeVFIOBusy      = "VFIO_GROUP_BUSY"
+	codeVFIOReady     = "VFIO_READY"
+)
+
+var vfioCodeNames = []string{codeVFIOModule, codeVFIONotBound, codeVFIOContainer, codeVFIOGroupNode, codeVFIOMemlock, codeVFIONoIPCLock, codeVFIOBusy, codeVFIOReady}
+
+func vfioCodes() []Code {
+	out := []Code{{Code: codeVFIOReady, Layer: report.LayerIOMMU, Title: "the VFIO side is ready for the devices meant for it",
+		Explain: `Every device meant for VFIO is bound to a VFIO driver, the VFIO modules are
+loaded or built in, /dev/vfio/vfio is the container device and every group VFIO
+created has its /dev/vfio/N with the kernel's device number. What is left is
+the process's side: its access to the nodes and its locked-memory limit (iommu
+--pid judges those).`}}
+	for _, c := range ioCodesByName(vfioCodeNames...) {
+		out = append(out, Code{Code: c.Code, Layer: report.LayerIOMMU, Title: c.Title, Explain: c.Explain, Remediation: c.Remediation})
+	}
+	return out
+}
+
+func vfioCheck() Check {
+	return Check{ID: "iommu.vfio", Layer: report.LayerIOMMU, Title: "VFIO readiness for the devices meant for it, and a process's limits",
+		Codes: vfioCodeNames, Run: checkVFIO}
+}
+
+func checkVFIO(e *Env, out *Out) {
+	inv, err := e.PCI()
+	v := e.VFIO()
+	if err != nil || v == nil {
+		return // layer 1 says why the bus could not be read
+	}
+	var meant []iommu.Binding
+	for _, b := range v.Bindings {
+		if b.Intended() {
+			meant = append(meant, b)
+		}
+	}
+	if len(meant) > 0 {
+		problems := judgeVFIOHost(out, v, meant)
+		if problems == 0 {
+			out.Add(codeVFIOReady, report.Pass, "host", fmt.Sprintf("VFIO ready for the %d device(s) meant for it", len(meant)), bindingsEvidence(meant)...)
+		}
+	}
+	if e.Opts.PID > 0 && e.Opts.Passthrough {
+		judgeMemlock(e, out, inv, v)
+	}
+}
+
+func bindingsEvidence(bs []iommu.Binding) []report.Evidence {
+	var ev []report.Evidence
+	for _, b := range bs {
+		ev = append(ev, Ev(b.Address.String(), fmt.Sprintf("%s on %s: %s", b.ID, orElse(b.Driver, "no driver"), strings.Join(b.Why, "; "))))
+	}
+	return ev
+}
+
+// judgeVFIOHost judges the modules, bindings and nodes; it returns how
+// many problems it found.
+func judgeVFIOHost(out *Out, v *iommu.VFIO, meant []iommu.Binding) int {
+	n := 0
+	if m := v.Module("vfio_pci"); m != nil && m.State != iommu.ModuleLoaded && m.State != iommu.ModuleBuiltIn {
+		if m.State == iommu.ModuleUnknown {
+			out.NotRun(codeVFIOModule, "host", "whether vfio-pci is loaded is not known", orElse(m.Evidence, "/sys/module not readable"), Ev(m.Path, m.Evidence))
+		} else {
+			out.Add(codeVFIOModule, report.Fail, "host", "vfio-pci is neither loaded nor built in, and devices are meant for it", Ev(m.Path, m.Evidence))
+			n++
+		}
+	}
+	for _, b := range meant {
+		if !b.VFIO {
+			out.Add(codeVFIONotBound, report.Fail, b.Address.String(), fmt.Sprintf("%s is meant for passthrough but bound to %s", b.Address, orElse(b.Driver, "no driver")), bindingsEvidence([]iommu.Binding{b})...)
+			n++
+		}
+	}
+	c := v.Container
+	switch {
+	case c.Present == iommu.No || c.DevMatches() == iommu.No:
+		out.Add(codeVFIOContainer, report.Fail, iommu.VFIOContainerDev, iommu.VFIOContainerDev+" is missing or not the VFIO container device", Ev(c.Path, c.String()))
+		n++
+	case c.Present == iommu.Yes:
+		if t, ok := c.Target(); ok && uint32(t.Mode.Perm()) != c.WantMode {
+			out.Add(codeVFIOContainer, report.Warn, iommu.VFIOContainerDev, fmt.Sprintf("%s is %04o, not %04o: a VM or DPDK user that is not root cannot open it", c.Path, uint32(t.Mode.Perm()), c.WantMode), Ev(c.Path, c.String()))
+			n++
+		}
+	}
+	for _, g := range v.Groups {
+		if g.Registered != iommu.Yes {
+			continue
+		}
+		switch node := g.Node; {
+		case node.Present == iommu.No || node.DevMatches() == iommu.No:
+			out.Add(codeVFIOGroupNode, report.Fail, node.Path, fmt.Sprintf("VFIO group %s has no %s with the kernel's device number", g.Name, node.Path), Ev(node.Path, node.String()), Ev(node.SysfsPath, node.SysfsDev))
+			n++
+		}
+	}
+	return n
+}
+
+// judgeMemlock: the process's locked-memory limit against what VFIO will
+// pin for it, its CAP_IPC_LOCK, and whether another process holds its
+// groups.
+func judgeMemlock(e *Env, out *Out, inv *pci.Inventory, v *iommu.VFIO) {
+	req := iommu.MemlockRequest{PID: e.Opts.PID, Guest: e.Opts.GuestMemory}
+	m := iommu.ReadMemlock(e.Root, inv, v, req)
+	subject := fmt.Sprintf("pid %d", m.PID)
+	var ev []report.Evidence
+	for _, s := range m.Explain {
+		ev = append(ev, Ev(m.Limits.Path, s))
+	}
+	switch {
+	case m.Limit == nil:
+		out.NotRun(codeVFIOMemlock, subject, "locked-memory limit not judged", m.Limits.String(), ev...)
+	case m.BelowCharged == iommu.Yes && m.Exempt != iommu.Yes:
+		out.Add(codeVFIOMemlock, report.Fail, subject, fmt.Sprintf("RLIMIT_MEMLOCK %s is below the guest memory VFIO pins (%d bytes): VFIO_IOMMU_MAP_DMA fails with ENOMEM", m.Limit, m.Charged), ev...)
+	case m.BelowNeed == iommu.Yes && m.Exempt != iommu.Yes:
+		out.Add(codeVFIOMemlock, report.Warn, subject, fmt.Sprintf("RLIMIT_MEMLOCK %s covers the guest memory but not it plus the devices' BARs (%d bytes)", m.Limit, m.Need), ev...)
+	case !m.ChargedKnown:
+		out.NotRun(codeVFIOMemlock, subject, "what VFIO pins for the process is not known", orElse(m.Guest.Why, "the guest memory is not known: give it with --guest-memory"), ev...)
+	}
+	if m.CapIPCLock == iommu.Yes && m.InitialUserNS == iommu.No {
+		out.Add(codeVFIONoIPCLock, report.Warn, subject, "CAP_IPC_LOCK only in the process's own user namespace: VFIO's limit check ignores it", ev...)
+	}
+	holders := iommu.FindHolders(e.Root, v.GroupTargets())
+	for _, t := range holders.Targets {
+		hs := holders.HeldBy(t)
+		mine := false
+		for _, h := range hs {
+			mine = mine || h.PID == m.PID
+		}
+		if len(hs) > 0 && !mine {
+			out.Add(codeVFIOBusy, report.Fail, t, t+" is held by another process", Ev(t, iommu.GroupBusy(strings.TrimPrefix(t, "/dev/vfio/"), hs)))
+		}
+	}
+}

@@ -1,0 +1,202 @@
+package diagnose
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/accel-doctor/accel-doctor/internal/fixture"
+	"github.com/accel-doctor/accel-doctor/internal/report"
+)
+
+const hgxGPU = "0000:06:00.0" // the HGX tree's first GPU, on vfio-pci by driver_override
+
+func vfioRun(t *testing.T, h fixture.Host, opts Options) *report.Report {
+	t.Helper()
+	root, err := fixture.NewRoot(filepath.Join(t.TempDir(), "host"), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return runFixture(t, root, h.Name, opts)
+}
+
+func vfioHostFixture(t *testing.T, name string) fixture.Host {
+	t.Helper()
+	h, ok := fixture.ByName(name)
+	if !ok {
+		t.Fatalf("no fixture %s", name)
+	}
+	return h.Clone()
+}
+
+// byCode collects a report's iommu.vfio findings as "CODE STATUS".
+func vfioFindings(rep *report.Report) map[string]report.Finding {
+	got := map[string]report.Finding{}
+	for _, f := range rep.Findings {
+		if f.Check == "iommu.vfio" {
+			got[f.Code+" "+string(f.Status)] = f
+		}
+	}
+	return got
+}
+
+// The HGX KubeVirt node is ready: one VFIO_READY PASS and no other VFIO
+// finding; each planted fault turns it into the one FAIL it is.
+func TestVFIOHostFindings(t *testing.T) {
+	good := vfioHostFixture(t, fixture.NameHGXVFIO)
+	gpuDev := "/sys/devices/pci0000:00/0000:00:01.0/0000:04:00.0/0000:05:00.0/" + hgxGPU
+	for _, c := range []struct {
+		name  string
+		plant func(h *fixture.Host)
+		want  string
+	}{
+		{"healthy", func(*fixture.Host) {}, codeVFIOReady + " PASS"},
+		{"vfio-pci not loaded", func(h *fixture.Host) {
+			for _, p := range h.Paths() {
+				if strings.HasPrefix(p, "/sys/module/vfio_pci/") || p == "/sys/module/vfio_pci" {
+					h.Remove(p)
+				}
+			}
+		}, codeVFIOModule + " FAIL"},
+		{"bound to nvidia", func(h *fixture.Host) {
+			h.SetLink(gpuDev+"/driver", "/sys/bus/pci/drivers/nvidia")
+			h.SetString("/sys/bus/pci/drivers/nvidia/uevent", "")
+		}, codeVFIONotBound + " FAIL"},
+		{"no container node", func(h *fixture.Host) {
+			if !h.Remove("/dev/vfio/vfio") {
+				t.Fatal("no /dev/vfio/vfio in the tree")
+			}
+		}, codeVFIOContainer + " FAIL"},
+		{"group node missing", func(h *fixture.Host) {
+			if !h.Remove("/dev/vfio/8") {
+				t.Fatal("no /dev/vfio/8 in the tree")
+			}
+		}, codeVFIOGroupNode + " FAIL"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := good.Clone()
+			c.plant(&h)
+			got := vfioFindings(vfioRun(t, h, Options{}))
+			if _, ok := got[c.want]; !ok {
+				t.Fatalf("no %s in %v", c.want, keys(got))
+			}
+			for k, f := range got {
+				if k != c.want && f.Status == report.Fail {
+					t.Errorf("second FAIL %s: %s", k, f.Summary)
+				}
+				if c.want == codeVFIOReady+" PASS" && k != c.want {
+					t.Errorf("healthy host: %s: %s", k, f.Summary)
+				}
+			}
+		})
+	}
+}
+
+// Unreadable: /sys/module not captured says NOT_RUN for the module, not
+// FAIL; a host that means no device for VFIO gets no VFIO finding at all.
+func TestVFIOCannotLook(t *testing.T) {
+	h := vfioHostFixture(t, fixture.NameHGXVFIO)
+	for _, p := range h.Paths() {
+		if strings.HasPrefix(p, "/sys/module/") {
+			h.Remove(p)
+		}
+	}
+	root, err := fixture.NewRoot(filepath.Join(t.TempDir(), "host"), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A capture that did not take /sys/module: the path is outside what
+	// it covers, so absence proves nothing.
+	if root.Covers("/sys/module/vfio_pci") {
+		t.Skip("fixture trees cover /sys/module even when empty; the uncovered case is held by iommu.TestReadModule")
+	}
+	got := vfioFindings(runFixture(t, root, h.Name, Options{}))
+	if _, ok := got[codeVFIOModule+" NOT_RUN"]; !ok {
+		t.Errorf("no NOT_RUN module finding: %v", keys(got))
+	}
+}
+
+func TestVFIONothingMeant(t *testing.T) {
+	for _, h := range fixture.All() {
+		got := vfioFindings(vfioRun(t, h.Clone(), Options{}))
+		if len(got) != 0 {
+			t.Errorf("%s: VFIO findings on a host that means no device for VFIO: %v", h.Name, keys(got))
+		}
+	}
+}
+
+// The IOMMU-off host meant 01:00.0 for vfio-pci (driver_override) and
+// vfio-pci's probe refused it: not bound, with the IOMMU named as why.
+func TestVFIOMeantButIOMMUOff(t *testing.T) {
+	got := vfioFindings(vfioRun(t, vfioHostFixture(t, fixture.NameIOMMUOff), Options{}))
+	f, ok := got[codeVFIONotBound+" FAIL"]
+	if !ok || len(got) != 1 {
+		t.Fatalf("findings %v, want VFIO_DEVICE_NOT_BOUND FAIL alone", keys(got))
+	}
+	if ev := f.Evidence; len(ev) == 0 || !strings.Contains(ev[0].Value, "the IOMMU is off") {
+		t.Errorf("evidence does not name the IOMMU: %+v", ev)
+	}
+}
+
+// A process's side: QEMU's 8 MiB RLIMIT_MEMLOCK against 16 GiB of guest
+// is the ENOMEM; unlimited is not; limits that cannot be read are
+// NOT_RUN; a process that does not hold the groups another does is told
+// they are busy.
+func TestVFIOProcess(t *testing.T) {
+	good := vfioHostFixture(t, fixture.NameGPU4SwitchACS)
+	p := "/proc/5150"
+	lim, _ := good.File(p + "/limits")
+	guest := uint64(16 << 30)
+	opts := Options{Passthrough: true, PID: fixture.QEMUPID, GuestMemory: &guest}
+	for _, c := range []struct {
+		name  string
+		plant func(h *fixture.Host)
+		pid   int
+		want  string // "" for no memlock finding at all
+		not   string
+	}{
+		{"8 MiB", func(*fixture.Host) {}, fixture.QEMUPID, codeVFIOMemlock + " FAIL", ""},
+		{"unlimited", func(h *fixture.Host) {
+			h.SetString(p+"/limits", strings.Replace(string(lim), "8388608              8388608", "unlimited            unlimited", 1))
+		}, fixture.QEMUPID, "", codeVFIOMemlock},
+		{"limits unreadable", func(h *fixture.Host) {
+			h.SetString(p+"/limits", "Limit x\nMax locked memory lots\n")
+		}, fixture.QEMUPID, codeVFIOMemlock + " NOT_RUN", codeVFIOMemlock + " FAIL"},
+		{"another process holds the groups", func(h *fixture.Host) {
+			for _, f := range []string{"comm", "status", "uid_map"} {
+				b, _ := h.File(p + "/" + f)
+				h.SetFile("/proc/6000/"+f, b)
+			}
+			h.SetString("/proc/6000/limits", strings.Replace(string(lim), "8388608              8388608", "unlimited            unlimited", 1))
+		}, 6000, codeVFIOBusy + " FAIL", codeVFIOMemlock},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := good.Clone()
+			c.plant(&h)
+			o := opts
+			o.PID = c.pid
+			got := vfioFindings(vfioRun(t, h, o))
+			if c.want != "" {
+				if _, ok := got[c.want]; !ok {
+					t.Errorf("no %s in %v", c.want, keys(got))
+				}
+			}
+			for k := range got {
+				if c.not != "" && strings.HasPrefix(k, c.not) {
+					t.Errorf("unexpected %s: %s", k, got[k].Summary)
+				}
+				if c.want != codeVFIOBusy+" FAIL" && strings.HasPrefix(k, codeVFIOBusy) {
+					t.Errorf("the process's own groups called busy: %s", got[k].Summary)
+				}
+			}
+		})
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
