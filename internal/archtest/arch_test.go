@@ -27,6 +27,7 @@ var allowed = map[string][]string{
 	"runtime":  {"hostfs"},
 	"cdi":      {"hostfs", "runtime"},
 	"iommu":    {"hostfs", "pci"},
+	"topo":     {"hostfs", "pci"},
 	"fixture":  {"hostfs", "pci"}, // pci.ConfigSpec encodes the trees' config spaces
 	"demo":     {"hostfs"},
 	"diagnose": {"hostfs", "report", "pci", "driver", "devnode", "cgroup", "probe", "runtime", "cdi", "iommu"},
