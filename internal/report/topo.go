@@ -135,12 +135,6 @@ func tags(n *TopoNode) []string {
 	return t
 }
 
-func intp(p *int) string {
-	if p == nil {
-		return "?"
-	}
-	return fmt.Sprint(*p)
-}
 
 // WriteTopologyText draws the tree as `lspci -tv` does, one function per
 // line with its name, driver, link, NUMA node and IOMMU group.
@@ -284,7 +278,11 @@ func nodeLine(n *TopoNode) string {
 	if n.Link != "" {
 		b.WriteString("  link " + n.Link)
 	}
-	b.WriteString("  numa " + intp(n.NUMANode))
+	numa := "-" // the kernel names none (-1), or it could not be read
+	if n.NUMANode != nil {
+		numa = fmt.Sprint(*n.NUMANode)
+	}
+	b.WriteString("  numa " + numa)
 	if n.IOMMUGroup != nil {
 		fmt.Fprintf(&b, "  group %d", *n.IOMMUGroup)
 	}

@@ -181,8 +181,8 @@ func labelLines(n *TopoNode) []string {
 	if n.Link != "" {
 		det = append(det, n.Link)
 	}
-	if n.Kind != TopoHostBridge || n.NUMANode != nil {
-		det = append(det, "NUMA "+intp(n.NUMANode))
+	if n.NUMANode != nil {
+		det = append(det, fmt.Sprintf("NUMA %d", *n.NUMANode))
 	}
 	if len(det) > 0 {
 		lines = append(lines, strings.Join(det, ", "))
