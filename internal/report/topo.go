@@ -135,7 +135,6 @@ func tags(n *TopoNode) []string {
 	return t
 }
 
-
 // WriteTopologyText draws the tree as `lspci -tv` does, one function per
 // line with its name, driver, link, NUMA node and IOMMU group.
 func WriteTopologyText(w io.Writer, t *Topology) error {
