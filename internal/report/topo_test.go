@@ -72,3 +72,69 @@ func TestTopologyRenderersEscapeHostText(t *testing.T) {
 		t.Errorf("%d boxes, want 3:\n%s", n, dot.String())
 	}
 }
+
+// unescapedQuotes counts the quotes of a DOT line that are not escaped
+// by an odd run of backslashes.
+func unescapedQuotes(l string) int {
+	n, bs := 0, 0
+	for i := 0; i < len(l); i++ {
+		switch l[i] {
+		case '\\':
+			bs++
+			continue
+		case '"':
+			if bs%2 == 0 {
+				n++
+			}
+		}
+		bs = 0
+	}
+	return n
+}
+
+// FuzzTopologyDiagrams: whatever a host names its devices, each box stays
+// one line, its Mermaid label two quotes, its DOT attributes balanced
+// quotes, and no control character reaches the output.
+func FuzzTopologyDiagrams(f *testing.F) {
+	f.Add("NVIDIA GH100", "eth0")
+	f.Add("evil\" ]; x [label=\"pwn\"] \\", "a\nb")
+	f.Add("\x1b[2J#quot;<br/>`", "\\\"")
+	f.Fuzz(func(t *testing.T, name, iface string) {
+		tp := &Topology{Source: name, RootComplexes: []TopoNode{{ID: "pci0000:00", Kind: TopoHostBridge, Children: []TopoNode{
+			{ID: "0000:00:01.0", Kind: TopoEndpoint, Name: name, Driver: iface, Interfaces: []string{iface}, NIC: true}}}}}
+		var mmd, dot bytes.Buffer
+		if err := WriteTopologyMermaid(&mmd, tp); err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteTopologyDOT(&dot, tp); err != nil {
+			t.Fatal(err)
+		}
+		for _, out := range []string{mmd.String(), dot.String()} {
+			for _, r := range out {
+				if r < 0x20 && r != '\n' || r == 0x7f {
+					t.Fatalf("control character %q in %q", r, out)
+				}
+			}
+		}
+		boxes := 0
+		for _, l := range strings.Split(mmd.String(), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(l), "fn_0000_00_01_0[") {
+				boxes++
+				if strings.Count(l, `"`) != 2 {
+					t.Fatalf("mermaid label: %s", l)
+				}
+			}
+		}
+		for _, l := range strings.Split(dot.String(), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(l), "fn_0000_00_01_0 [") {
+				boxes++
+			}
+			if unescapedQuotes(l)%2 != 0 {
+				t.Fatalf("dot line: %s", l)
+			}
+		}
+		if boxes != 2 {
+			t.Fatalf("%d boxes:\n%s\n%s", boxes, mmd.String(), dot.String())
+		}
+	})
+}
