@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -50,34 +52,43 @@ markdown.`,
 			if err != nil {
 				return err
 			}
-			if matrix {
-				m := MatrixReport(tree, source)
-				switch g.output {
-				case "json":
-					return report.WriteJSONValue(g.stdout, m)
-				case "markdown":
-					return report.WriteMatrixMarkdown(g.stdout, m)
-				}
-				return report.WriteMatrixText(g.stdout, m)
+			// One write for the whole drawing, not one per line.
+			w := bufio.NewWriterSize(g.stdout, 64<<10)
+			if err := writeTopo(w, g.output, matrix, tree, inv, source); err != nil {
+				return err
 			}
-			t := TopologyReport(tree, inv, source)
-			switch g.output {
-			case "json":
-				return report.WriteJSONValue(g.stdout, t)
-			case "markdown":
-				return report.WriteTopologyMarkdown(g.stdout, t)
-			case "mermaid":
-				return report.WriteTopologyMermaid(g.stdout, t)
-			case "dot":
-				return report.WriteTopologyDOT(g.stdout, t)
-			}
-			return report.WriteTopologyText(g.stdout, t)
+			return w.Flush()
 		},
 	}
 	cmd.Flags().StringVar(&snapshot, "snapshot", "", "read a snapshot archive ('demo': the built-in scenario)")
 	cmd.Flags().BoolVar(&matrix, "matrix", false, "print the accelerator and NIC affinity matrix (nvidia-smi topo -m's classes)")
 	g.addOutputFlag(cmd, topoFormats...)
 	return cmd
+}
+
+func writeTopo(w io.Writer, format string, matrix bool, tree *topo.Tree, inv *pci.Inventory, source string) error {
+	if matrix {
+		m := MatrixReport(tree, source)
+		switch format {
+		case "json":
+			return report.WriteJSONValue(w, m)
+		case "markdown":
+			return report.WriteMatrixMarkdown(w, m)
+		}
+		return report.WriteMatrixText(w, m)
+	}
+	t := TopologyReport(tree, inv, source)
+	switch format {
+	case "json":
+		return report.WriteJSONValue(w, t)
+	case "markdown":
+		return report.WriteTopologyMarkdown(w, t)
+	case "mermaid":
+		return report.WriteTopologyMermaid(w, t)
+	case "dot":
+		return report.WriteTopologyDOT(w, t)
+	}
+	return report.WriteTopologyText(w, t)
 }
 
 // TopologyReport is the report model of a tree: what the renderers draw.
