@@ -81,10 +81,30 @@ func (b *builder) role(n *Node) {
 			}
 		}
 		reason = err.Error()
+		n.roleWhy = why(err)
 	} else if n.Device == nil {
 		reason = "the function is not listed in " + pci.DevicesDir
 	}
+	if n.roleWhy == "" {
+		n.roleWhy = reason
+	}
 	n.Role, n.RoleFrom, n.RoleNote = chainRole(n), FromChain, reason
+}
+
+// why is a config space error without the path it names, so that the
+// tree's notes count the bridges that share a reason.
+func why(err error) string {
+	var ae *pci.AttrError
+	var ce *pci.ConfigError
+	switch {
+	case errors.Is(err, pci.ErrConfigUnprivileged):
+		return pci.ErrConfigUnprivileged.Error()
+	case errors.As(err, &ae):
+		return "their config attribute is " + ae.Problem.String()
+	case errors.As(err, &ce):
+		return "their config space is " + ce.Problem.String()
+	}
+	return err.Error()
 }
 
 // portRole maps a bridge's Device/Port Type to its role.

@@ -106,6 +106,7 @@ type Node struct {
 	// the role does not follow.
 	RoleFrom RoleSource
 	RoleNote string
+	roleWhy  string // RoleNote without the path, for the tree's notes
 	// Path is the node's sysfs directory.
 	Path string
 	// Device is the function's inventory entry; nil for a host bridge
@@ -615,10 +616,10 @@ func (b *builder) chainNote() {
 		if n.RoleFrom != FromChain {
 			return
 		}
-		if reasons[n.RoleNote] == 0 {
-			order = append(order, n.RoleNote)
+		if reasons[n.roleWhy] == 0 {
+			order = append(order, n.roleWhy)
 		}
-		reasons[n.RoleNote]++
+		reasons[n.roleWhy]++
 	})
 	for _, r := range order {
 		b.t.Notes = append(b.t.Notes, fmt.Sprintf("%d bridge role(s) told by their place in the chain: %s", reasons[r], r))
