@@ -35,8 +35,8 @@ import (
 //     driver reports it through NVML only), so it never appears here; two
 //     NVLink-connected GPUs show their PCIe class.
 //
-// nvidia-smi's SOC (older name of SYS) and CPU (older name of NODE) are not
-// used. ClassUnknown ("?") is this tool's: two devices on different
+// Older names are not used: nvidia-smi's SOC is SYS, NVML's
+// NVML_TOPOLOGY_CPU is NVML_TOPOLOGY_NODE. ClassUnknown ("?") is this tool's: two devices on different
 // root complexes of a host with several NUMA nodes where the node of one
 // is not known (numa_node is -1 and no function of its root complex names
 // one): NODE and SYS cannot be told apart, and neither is guessed.
@@ -164,6 +164,13 @@ func (t *Tree) acrossRootComplexes(a, b *Node) Class {
 }
 
 // Matrix is the affinity matrix of a host's accelerators and NICs.
+//
+// nvidia-smi prints two more columns per GPU, which the report adds from
+// each device's node: CPU Affinity, the CPUs local to the device
+// (Node.LocalCPUs: local_cpulist, which the kernel prints as
+// cpumask_of_node(dev_to_node(dev)), every online CPU when the device has
+// no node: drivers/pci/pci-sysfs.c, local_cpulist_show), and NUMA
+// Affinity, the device's NUMA node (numa_node; N/A for -1, NUMA_NO_NODE).
 type Matrix struct {
 	// Devices are the accelerators (not NICs) and then the NICs, each in
 	// address order; Labels name them as nvidia-smi does: GPU0..., NIC0...,
