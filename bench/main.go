@@ -3,16 +3,21 @@
 // the peak RSS and the ratios. It is a benchmark, not a test: nothing here
 // passes or fails.
 //
-//	go run ./bench [-runs 15] [-bin PATH]
+//	go run ./bench [-runs 15] [-bin PATH] [-corpus DIR] [-only SUBSTRING]
 package main
 
 import (
+	"archive/tar"
+	"compress/bzip2"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -28,6 +33,8 @@ type subject struct {
 func main() {
 	runs := flag.Int("runs", 15, "runs of each command")
 	bin := flag.String("bin", "", "accel-doctor binary (default: build one)")
+	corpus := flag.String("corpus", "../shared/corpus", "the corpus of real captures (for topo against lspci -tv)")
+	only := flag.String("only", "", "run only the commands whose name holds this")
 	flag.Parse()
 	dir, err := os.MkdirTemp("", "accel-doctor-bench-")
 	if err != nil {
@@ -55,8 +62,24 @@ func main() {
 		{name: "accel-doctor check (nvidia-h100x8 fixture)", argv: []string{*bin, "check", "--root", "testdata/hosts/nvidia-h100x8"}},
 		{name: "accel-doctor check --snapshot demo", argv: []string{*bin, "check", "--snapshot", "demo"}},
 	}
+	// topo against lspci -tv over the same tree: hwloc's capture of a host
+	// with 8 NEC VectorEngines behind two PLX switches (28 functions),
+	// unpacked here, with this machine's pci.ids copied in so that both
+	// name every device. lspci reads the tree through its sysfs access
+	// method pointed at the capture.
+	if ve, err := unpackCapture(filepath.Join(*corpus, "hwloc", "linux", "32intel64-2p8co2t+8ve.tar.bz2"), dir); err != nil {
+		fmt.Printf("%-44s skipped: %v\n", "topo on the 8-VE capture", err)
+	} else {
+		subjects = append(subjects,
+			&subject{name: topoVE, argv: []string{*bin, "topo", "--root", ve}},
+			&subject{name: lspciVE, argv: []string{"lspci", "-tv", "-A", "linux-sysfs", "-O", "sysfs.path=" + filepath.Join(ve, "sys", "bus", "pci")}},
+		)
+	}
 	var present []*subject
 	for _, s := range subjects {
+		if *only != "" && !strings.Contains(s.name, *only) {
+			continue
+		}
 		if _, err := exec.LookPath(s.argv[0]); err != nil {
 			fmt.Printf("%-44s not installed (%v): skipped\n", s.name, err)
 			continue
@@ -93,7 +116,9 @@ func main() {
 	ratio("accel-doctor check (live)", "virt-host-validate")
 	ratio("empty Go binary (func main(){})", "virt-host-validate")
 	ratio("accel-doctor check (live)", "lspci -vvv")
-	fmt.Println("\ngoals: live check wall <= 0.4 x virt-host-validate, peak RSS <= 12 MiB (the empty binary's ratio is the floor)")
+	ratio(topoVE, lspciVE)
+	fmt.Println("\ngoals: live check wall <= 0.4 x virt-host-validate, peak RSS <= 12 MiB (the empty binary's ratio is the floor);")
+	fmt.Println("       topo on the 8-VE capture wall <= 0.5 x lspci -tv on it")
 }
 
 // goBuild builds a static binary the way the README does (CGO_ENABLED=0).
@@ -105,6 +130,75 @@ func goBuild(pkg, out, dir string) {
 	if err := build.Run(); err != nil {
 		fail(fmt.Errorf("build %s: %w", pkg, err))
 	}
+}
+
+const (
+	topoVE  = "accel-doctor topo (8-VE capture)"
+	lspciVE = "lspci -tv (8-VE capture)"
+)
+
+// unpackCapture extracts a .tar.bz2 capture under dir, keeping its
+// symlinks, copies this machine's pci.ids into it, and returns the
+// directory that holds sys/.
+func unpackCapture(archive, dir string) (string, error) {
+	f, err := os.Open(archive)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	dst := filepath.Join(dir, "capture")
+	tr := tar.NewReader(bzip2.NewReader(f))
+	root := ""
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return "", err
+		}
+		name := filepath.Clean(h.Name)
+		if strings.HasPrefix(name, "..") || filepath.IsAbs(name) {
+			continue
+		}
+		p := filepath.Join(dst, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return "", err
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			err = os.MkdirAll(p, 0o755)
+		case tar.TypeSymlink:
+			err = os.Symlink(h.Linkname, p)
+		case tar.TypeReg:
+			var out *os.File
+			if out, err = os.Create(p); err == nil {
+				_, err = io.Copy(out, io.LimitReader(tr, 64<<20))
+				out.Close()
+			}
+		}
+		if err != nil {
+			return "", err
+		}
+		if root == "" && strings.HasSuffix(name, filepath.Join("sys", "bus", "pci")) {
+			root = filepath.Join(dst, strings.TrimSuffix(name, filepath.Join("sys", "bus", "pci")))
+		}
+	}
+	if root == "" {
+		return "", fmt.Errorf("%s holds no sys/bus/pci", archive)
+	}
+	for _, ids := range []string{"/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids"} {
+		b, err := os.ReadFile(ids)
+		if err != nil {
+			continue
+		}
+		p := filepath.Join(root, "usr", "share", "misc", "pci.ids")
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return "", err
+		}
+		return root, os.WriteFile(p, b, 0o644)
+	}
+	return root, nil
 }
 
 func runOnce(argv []string) (time.Duration, int64, int) {

@@ -28,7 +28,8 @@ var allowed = map[string][]string{
 	"cdi":      {"hostfs", "runtime"},
 	"iommu":    {"hostfs", "pci", "runtime"},
 	"kubelet":  {"hostfs", "pci", "driver"}, // the node's kubelet state, read-only
-	"fixture":  {"hostfs", "pci"},           // pci.ConfigSpec encodes the trees' config spaces
+	"topo":     {"hostfs", "pci"},
+	"fixture":  {"hostfs", "pci"}, // pci.ConfigSpec encodes the trees' config spaces
 	"demo":     {"hostfs"},
 	"diagnose": {"hostfs", "report", "pci", "driver", "devnode", "cgroup", "probe", "runtime", "cdi", "iommu"},
 	"cli":      {"*"},

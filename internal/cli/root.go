@@ -98,23 +98,28 @@ Every diagnosis command is read-only. Only 'sandbox' writes to the host.`,
 	return root
 }
 
-// The output formats. Every command that takes -o/--output takes all of
-// them; -o is the format in every command (a file is a positional argument
-// or -f/--file).
+// The output formats. Every command that takes -o/--output takes these
+// (topo adds its diagrams, mermaid and dot); -o is the format in every
+// command (a file is a positional argument or -f/--file).
 var outputFormats = []string{"text", "json", "markdown"}
 
 // addOutputFlag gives a command its -o/--output flag and checks the value
 // before the command does any work: an unknown format is a usage error,
-// not a report thrown away at the end. Call it after RunE is set.
-func (g *globals) addOutputFlag(cmd *cobra.Command) {
-	cmd.Flags().StringVarP(&g.output, "output", "o", "text", "output format: "+strings.Join(outputFormats, ", "))
+// not a report thrown away at the end. formats are the formats the
+// command supports, outputFormats when none are given. Call it after
+// RunE is set.
+func (g *globals) addOutputFlag(cmd *cobra.Command, formats ...string) {
+	if len(formats) == 0 {
+		formats = outputFormats
+	}
+	cmd.Flags().StringVarP(&g.output, "output", "o", "text", "output format: "+strings.Join(formats, ", "))
 	run := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		if g.output == "md" {
 			g.output = "markdown"
 		}
-		if !slices.Contains(outputFormats, g.output) {
-			return usageErr("unknown output %q (want %s)", g.output, strings.Join(outputFormats, ", "))
+		if !slices.Contains(formats, g.output) {
+			return usageErr("unknown output %q (want %s)", g.output, strings.Join(formats, ", "))
 		}
 		return run(c, args)
 	}

@@ -47,3 +47,38 @@ func collectKeys(v any, keys map[string]bool, inCounts bool) {
 		}
 	}
 }
+
+// TestTopologySchemaDocumented: every field of topo's JSON documents is
+// in docs/report-schema.md.
+func TestTopologySchemaDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/report-schema.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, g := 0, 3
+	tp := &Topology{Source: "s", NUMANodes: []TopoNUMA{{ID: 0, CPUs: "0-3"}}, IOMMUGroups: []TopoGroup{{ID: 3, Members: []string{"x"}}},
+		Notes: []string{"n"}, RootComplexes: []TopoNode{{ID: "pci0000:00", Kind: TopoHostBridge, NUMANode: &n,
+			Children: []TopoNode{{ID: "0000:00:01.0", Kind: TopoSwitchDownstream, KindFrom: "chain", KindNote: "n", Switch: "s", IDs: "1:2",
+				Class: "060400", Name: "n", Driver: "d", NUMANode: &n, IOMMUGroup: &g, Link: "l", Accelerator: "gpu", NIC: true,
+				Interfaces: []string{"i"}, VF: true, Failing: true}}}},
+		Unplaced: []TopoNode{{ID: "x", Kind: TopoEndpoint}}}
+	m := &AffinityMatrix{Source: "s", Devices: []MatrixDevice{{Label: "GPU0", Address: "a", Kind: "gpu", Name: "n", Interfaces: []string{"i"},
+		CPUAffinity: "0", NUMAAffinity: &n, Failing: true}}, Classes: [][]string{{"X"}}, Legend: []string{"l"}, Notes: []string{"n"}}
+	for _, v := range []any{tp, m} {
+		var b bytes.Buffer
+		if err := WriteJSONValue(&b, v); err != nil {
+			t.Fatal(err)
+		}
+		var x any
+		if err := json.Unmarshal(b.Bytes(), &x); err != nil {
+			t.Fatal(err)
+		}
+		keys := map[string]bool{}
+		collectKeys(x, keys, false)
+		for k := range keys {
+			if !strings.Contains(string(doc), "`"+k+"`") {
+				t.Errorf("topo JSON field %q is not documented in docs/report-schema.md", k)
+			}
+		}
+	}
+}
