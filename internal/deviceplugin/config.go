@@ -83,8 +83,8 @@ type PCISelector struct {
 type ContainerEdits struct {
 	// DeviceNodes are nodes shared by all devices (e.g. /dev/nvidiactl,
 	// /dev/vfio/vfio), given once per container.
-	DeviceNodes []NodeEdit  `yaml:"deviceNodes"`
-	Mounts      []MountEdit `yaml:"mounts"`
+	DeviceNodes []NodeEdit        `yaml:"deviceNodes"`
+	Mounts      []MountEdit       `yaml:"mounts"`
 	Env         map[string]string `yaml:"env"`
 	// DeviceIDsEnv, when set, names a variable that receives the
 	// allocated device IDs, comma-separated.
