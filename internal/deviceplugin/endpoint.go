@@ -226,6 +226,9 @@ func (e *endpoint) GetPreferredAllocation(ctx context.Context, req *pluginapi.Pr
 		if cr == nil {
 			return nil, status.Errorf(codes.InvalidArgument, "GetPreferredAllocation: container request %d is empty", i)
 		}
+		if cr.AllocationSize <= 0 {
+			return nil, status.Errorf(codes.InvalidArgument, "GetPreferredAllocation: allocation size %d", cr.AllocationSize)
+		}
 		if err := e.checkIDs(cr.AvailableDeviceIDs, "GetPreferredAllocation available"); err != nil {
 			return nil, err
 		}

@@ -290,9 +290,20 @@ func (k *fakeKubelet) start() error {
 
 // stop ends the registration server and the connections to the plugins,
 // as a kubelet that exits does, and removes kubelet.sock if it is ours.
-func (k *fakeKubelet) stop() {
+func (k *fakeKubelet) stop(graceful bool) {
 	if k.srv != nil {
-		k.srv.Stop()
+		if graceful {
+			// Let a Register in flight have its answer.
+			done := make(chan struct{})
+			go func() { k.srv.GracefulStop(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(time.Second):
+				k.srv.Stop()
+			}
+		} else {
+			k.srv.Stop()
+		}
 		k.srv = nil
 	}
 	k.mu.Lock()
@@ -381,7 +392,7 @@ func testAsKubelet(ctx context.Context, o TestOptions, res *TestResult) (*TestRe
 	if err := k.start(); err != nil {
 		return nil, err
 	}
-	defer k.stop()
+	defer k.stop(true)
 	start := time.Now()
 	kubeletSock := filepath.Join(o.KubeletDir, KubeletSocket)
 	regs := k.waitRegs(ctx, 0, start.Add(o.Timeout))
@@ -1001,7 +1012,7 @@ func (t *tester) judgeAllocate(sock string, resp *pluginapi.AllocateResponse, id
 // reregistration recreates kubelet.sock, as a restarting kubelet does,
 // and waits for the resource to register again.
 func (t *tester) reregistration(ctx context.Context, k *fakeKubelet, name string, seen int) {
-	k.stop()
+	k.stop(false)
 	at := time.Now()
 	if err := k.start(); err != nil {
 		t.res.notRun("reregistered", name, "kubelet.sock could not be served again: "+err.Error())
