@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -70,6 +71,9 @@ type endpoint struct {
 	// registerBeforeServe and noReregister plant the mock's defects.
 	registerBeforeServe bool
 	noReregister        bool
+	// dead: the endpoint was killed (the mock's in-process crash): it
+	// never serves again.
+	dead atomic.Bool
 
 	mu   sync.Mutex
 	ids  map[string]bool
@@ -315,6 +319,12 @@ func (e *endpoint) selfCheck() error {
 	return err
 }
 
+// kill stops the endpoint for good, as if its process had died.
+func (e *endpoint) kill() {
+	e.dead.Store(true)
+	e.stop()
+}
+
 // stop ends the server and its streams, and removes the socket if it is
 // still the one this endpoint made.
 func (e *endpoint) stop() {
@@ -464,6 +474,9 @@ func (e *endpoint) run(ctx context.Context) error {
 			e.log.Warn("fsnotify on the kubelet directory", "err", err)
 		case ev, ok := <-w.Events:
 			if !ok {
+				return nil
+			}
+			if e.dead.Load() {
 				return nil
 			}
 			if e.noReregister {

@@ -53,7 +53,7 @@ var ModeDocs = []ModeDoc{
 		"none: the node advertises capacity and allocatable N, pods requesting the resource run. `plugin test` finds no defect.", nil},
 	{ModeUnhealthy, "lists N devices, every one Unhealthy.",
 		"the node shows capacity N and allocatable 0 (pkg/kubelet/cm/devicemanager/manager.go GetCapacity counts unhealthy devices in capacity only); pods stay Pending with \"0/1 nodes are available: 1 Insufficient RESOURCE\" (the scheduler's noderesources fit plugin, fit.go: \"Insufficient %v\").",
-		[]string{CodeDevicesUnhealthy}},
+		[]string{CodeNoHealthyDevices}},
 	{ModeFlapping, "lists N devices and turns every one Unhealthy and Healthy again every --interval (default 1s).",
 		"allocatable swings between N and 0; a pod admitted while it was N and allocated while it is 0 fails with reason UnexpectedAdmissionError, \"Allocate failed due to no healthy devices present; cannot allocate unhealthy devices RESOURCE, which is unexpected\" (manager.go devicesToAllocate; pkg/kubelet/cm/admission/errors.go).",
 		[]string{CodeHealthFlapping}},
@@ -108,8 +108,8 @@ type MockConfig struct {
 	// accel-doctor-mock-<resource>.sock).
 	Socket string
 	// Crash is what crash-allocate does in the middle of Allocate
-	// (default: exit the process with status 3). Tests stop the server
-	// instead.
+	// (default: exit the process with status 3). CrashInProcess kills
+	// the mock's endpoint instead, for a mock run inside another program.
 	Crash func()
 }
 
@@ -199,6 +199,11 @@ func NewMock(kubeletDir string, mc MockConfig, opts Options) (*Mock, error) {
 	return m, nil
 }
 
+// CrashInProcess makes crash-allocate kill the mock's server instead of
+// the process: it stops answering, its socket goes, and it never serves
+// again, as a dead process would.
+func (m *Mock) CrashInProcess() { m.cfg.Crash = func() { m.eps[0].kill() } }
+
 // Socket is the full path of the (first) instance's socket.
 func (m *Mock) Socket() string { return m.eps[0].socketPath() }
 
@@ -222,31 +227,42 @@ func (m *Mock) publish(i int) {
 	m.eps[i].publish(list)
 }
 
-// ToggleHealth flips the health of one device of the first instance
-// (the first device when id is "") and publishes the change: the
-// trigger `plugin test` uses to measure how fast a health change reaches
+// ToggleHealth flips the health of one device of each instance (the
+// first device when id is "") and publishes the change: the trigger
+// `plugin test` uses to time how fast a health change reaches
 // ListAndWatch. The binary does it on SIGUSR1.
 func (m *Mock) ToggleHealth(id string) error {
 	m.mu.Lock()
-	if id == "" {
-		if len(m.ids[0]) == 0 {
-			m.mu.Unlock()
-			return errors.New("the mock lists no device")
+	flipped := false
+	for i := range m.ids {
+		did := id
+		if did == "" {
+			if len(m.ids[i]) == 0 {
+				continue
+			}
+			did = m.ids[i][0]
 		}
-		id = m.ids[0][0]
-	}
-	h, ok := m.health[0][id]
-	if !ok {
-		m.mu.Unlock()
-		return fmt.Errorf("no device %q", id)
-	}
-	if h == pluginapi.Healthy {
-		m.health[0][id] = pluginapi.Unhealthy
-	} else {
-		m.health[0][id] = pluginapi.Healthy
+		h, ok := m.health[i][did]
+		if !ok {
+			continue
+		}
+		flipped = true
+		if h == pluginapi.Healthy {
+			m.health[i][did] = pluginapi.Unhealthy
+		} else {
+			m.health[i][did] = pluginapi.Healthy
+		}
 	}
 	m.mu.Unlock()
-	m.publish(0)
+	if !flipped {
+		if id == "" {
+			return errors.New("the mock lists no device")
+		}
+		return fmt.Errorf("no device %q", id)
+	}
+	for i := range m.eps {
+		m.publish(i)
+	}
 	return nil
 }
 

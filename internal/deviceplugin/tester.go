@@ -192,7 +192,10 @@ type fakeKubelet struct {
 	ctx     context.Context
 	mu      sync.Mutex
 	regs    []*registration
-	wake    chan struct{}
+	// inflight counts Register calls being judged (dialling back can
+	// take the kubelet's 10 s): a wait does not end while one is.
+	inflight int
+	wake     chan struct{}
 	srv     *grpc.Server
 	ino     uint64
 }
@@ -203,9 +206,13 @@ type fakeKubelet struct {
 // options read (manager.go PluginConnected), then ListAndWatch started.
 func (k *fakeKubelet) Register(_ context.Context, r *pluginapi.RegisterRequest) (*pluginapi.Empty, error) {
 	reg := &registration{at: time.Now(), req: r}
+	k.mu.Lock()
+	k.inflight++
+	k.mu.Unlock()
 	defer func() {
 		k.mu.Lock()
 		k.regs = append(k.regs, reg)
+		k.inflight--
 		k.mu.Unlock()
 		select {
 		case k.wake <- struct{}{}:
@@ -328,13 +335,18 @@ func (k *fakeKubelet) registrations() []*registration {
 // waitRegs waits until more than n registrations came, or the deadline.
 func (k *fakeKubelet) waitRegs(ctx context.Context, n int, until time.Time) []*registration {
 	for {
-		rs := k.registrations()
+		k.mu.Lock()
+		rs, inflight := slices.Clone(k.regs), k.inflight
+		k.mu.Unlock()
 		if len(rs) > n {
 			return rs
 		}
 		t := time.Until(until)
-		if t <= 0 {
+		if t <= 0 && inflight == 0 {
 			return rs
+		}
+		if t <= 0 {
+			t = 20 * time.Millisecond
 		}
 		select {
 		case <-ctx.Done():
