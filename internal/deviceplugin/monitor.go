@@ -129,6 +129,13 @@ func (m *Monitor) Run(ctx context.Context, uevents bool) {
 			if !ok {
 				return
 			}
+			if ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename) {
+				// A watched directory that goes loses its watch; the
+				// next refresh adds it again if it comes back.
+				m.mu.Lock()
+				delete(m.watched, ev.Name)
+				m.mu.Unlock()
+			}
 			m.Kick(strings.Contains(ev.Name, "/sys/bus/pci/devices"))
 		case err, ok := <-m.watcher.Errors:
 			if !ok {
@@ -138,14 +145,30 @@ func (m *Monitor) Run(ctx context.Context, uevents bool) {
 			m.log.Warn("fsnotify", "err", err)
 			m.Kick(true)
 		case <-m.kick:
-			m.fullMu.Lock()
-			full := m.full
-			m.full = false
-			m.fullMu.Unlock()
-			m.refresh(full)
+			m.refreshKicked()
 		case <-t.C:
 			m.refresh(true)
 		}
+	}
+}
+
+func (m *Monitor) refreshKicked() {
+	m.fullMu.Lock()
+	full := m.full
+	m.full = false
+	m.fullMu.Unlock()
+	m.refresh(full)
+}
+
+// drain handles a pending kick, if any, and says whether there was one
+// (tests that drive the monitor without Run).
+func (m *Monitor) drain() bool {
+	select {
+	case <-m.kick:
+		m.refreshKicked()
+		return true
+	default:
+		return false
 	}
 }
 
