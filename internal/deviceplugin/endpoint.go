@@ -391,7 +391,7 @@ func (e *endpoint) register(ctx context.Context) error {
 // pass. Errors the kubelet gives for the request itself (version, name)
 // do not, and end the attempts after a few.
 func (e *endpoint) registerRetry(ctx context.Context) bool {
-	delay := 10 * time.Millisecond
+	delay := 2 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		err := e.register(ctx)
 		if err == nil {
@@ -442,6 +442,21 @@ func (e *endpoint) run(ctx context.Context) error {
 	}
 	defer e.stop()
 	kubelet := filepath.Join(e.kubeletDir, KubeletSocket)
+	// Registration runs beside the event loop, so that the loop keeps
+	// reading events while a Register waits (the kubelet may take 10 s to
+	// answer one whose socket went away meanwhile): each new event cancels
+	// the attempt in flight and starts from the state it brings.
+	regCancel, regDone := context.CancelFunc(func() {}), make(chan struct{})
+	close(regDone)
+	stopReg := func() { regCancel(); <-regDone }
+	startReg := func() {
+		stopReg()
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		regCancel, regDone = cancel, done
+		go func() { defer close(done); e.registerRetry(rctx) }()
+	}
+	defer stopReg()
 	if e.registerBeforeServe {
 		// The defect the mock plants: Register first, serve after.
 		if err := e.register(ctx); err != nil {
@@ -457,7 +472,7 @@ func (e *endpoint) run(ctx context.Context) error {
 			return err
 		}
 		if exists(kubelet) {
-			e.registerRetry(ctx)
+			startReg()
 		} else {
 			e.log.Info("no kubelet.sock yet: registering when it appears", "dir", e.kubeletDir)
 			e.notify(Event{Kind: EventWaiting, Resource: e.resource, Socket: e.socketPath()})
@@ -486,6 +501,7 @@ func (e *endpoint) run(ctx context.Context) error {
 			switch {
 			case name == KubeletSocket && ev.Has(fsnotify.Create):
 				e.log.Info("kubelet.sock created: the kubelet restarted; registering again")
+				stopReg()
 				if !exists(e.socketPath()) || !e.serving() {
 					e.stop()
 					if err := e.listen(); err != nil {
@@ -493,19 +509,23 @@ func (e *endpoint) run(ctx context.Context) error {
 						continue
 					}
 				}
-				e.registerRetry(ctx)
+				startReg()
 			case name == e.socket && (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)):
-				// Our socket went away without a kubelet restart (or
-				// before kubelet.sock comes back): serve again at once;
-				// register if the kubelet is there.
+				if exists(e.socketPath()) {
+					continue // an old event: the socket is there again
+				}
+				// Our socket went away (the kubelet's wipe, or someone
+				// else): serve again at once; register if the kubelet
+				// is there.
 				e.log.Warn("socket removed: serving again", "socket", e.socketPath())
+				stopReg()
 				e.stop()
 				if err := e.listen(); err != nil {
 					e.log.Error("cannot serve again", "err", err)
 					continue
 				}
 				if exists(kubelet) {
-					e.registerRetry(ctx)
+					startReg()
 				}
 			}
 		}

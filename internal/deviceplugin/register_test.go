@@ -50,7 +50,13 @@ func waitAccepted(t testing.TB, k *fakeKubelet, n int) {
 	deadline := time.Now().Add(20 * time.Second)
 	for accepted(k) < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d registrations accepted in 20s, want %d (%d calls)", accepted(k), n, len(k.registrations()))
+			var errs []string
+			for _, r := range k.registrations() {
+				if r.err != nil {
+					errs = append(errs, r.err.Error())
+				}
+			}
+			t.Fatalf("%d registrations accepted in 20s, want %d (%d calls; refused: %v)", accepted(k), n, len(k.registrations()), errs)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
