@@ -2,17 +2,24 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/accel-doctor/accel-doctor/internal/deviceplugin"
 	"github.com/accel-doctor/accel-doctor/internal/report"
@@ -24,10 +31,9 @@ var (
 	pluginBinErr  error
 )
 
-// binary builds accel-doctor once for the tests that run it as the e2e
-// suite does: as a process, stopped with SIGTERM.
-func binary(t *testing.T) string {
-	t.Helper()
+// buildBinary builds accel-doctor once for the tests that run it as the
+// e2e suite does: as a process, stopped with SIGTERM.
+func buildBinary() (string, error) {
 	pluginBinOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "adbin")
 		if err != nil {
@@ -35,16 +41,23 @@ func binary(t *testing.T) string {
 			return
 		}
 		pluginBin = filepath.Join(dir, "accel-doctor")
-		out, err := exec.Command("go", "build", "-o", pluginBin, "../../cmd/accel-doctor").CombinedOutput()
-		if err != nil {
-			pluginBinErr = err
-			pluginBin = string(out)
+		// The documented build (README): static, stripped.
+		build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", pluginBin, "../../cmd/accel-doctor")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			pluginBinErr = fmt.Errorf("%v: %s", err, out)
 		}
 	})
-	if pluginBinErr != nil {
-		t.Fatalf("build: %v: %s", pluginBinErr, pluginBin)
+	return pluginBin, pluginBinErr
+}
+
+func binary(t testing.TB) string {
+	t.Helper()
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatalf("build: %v", err)
 	}
-	return pluginBin
+	return bin
 }
 
 func sockDir(t *testing.T) string {
@@ -294,3 +307,67 @@ func TestPluginRemediationCommandsExist(t *testing.T) {
 		t.Fatal("no accel-doctor command found in the codes")
 	}
 }
+
+// BenchmarkPluginServeRSS measures the plugin process's resident memory
+// with 16 devices (real nodes made with mknod under a temp root), after
+// it served a ListAndWatch stream and 1000 Allocates: VmRSS and VmHWM of
+// /proc/PID/status, in MiB. Goal: 20 MiB.
+func BenchmarkPluginServeRSS(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root (mknod)")
+	}
+	host, _ := os.MkdirTemp("", "rss")
+	defer os.RemoveAll(host)
+	for i := range 16 {
+		p := filepath.Join(host, "dev/accel", "accel"+strconv.Itoa(i))
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := syscall.Mknod(p, syscall.S_IFCHR|0o666, 1<<8|3); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cfg := filepath.Join(host, "plugin.yaml")
+	os.WriteFile(cfg, []byte("resources:\n- name: example.com/accel\n  selector: {deviceNodes: [/dev/accel/accel*]}\n"), 0o644)
+	kdir, _ := os.MkdirTemp("", "kd")
+	defer os.RemoveAll(kdir)
+	bin := binary(b)
+	for i := 0; i < b.N; i++ {
+		cmd := exec.Command(bin, "--root", host, "plugin", "serve", "--kubelet-dir", kdir, "--config", cfg)
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		sc := bufio.NewScanner(out)
+		for sc.Scan() && !strings.HasPrefix(sc.Text(), "SERVING") {
+		}
+		sock := filepath.Join(kdir, "accel-doctor-example.com-accel.sock")
+		conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		c := pluginapi.NewDevicePluginClient(conn)
+		s, err := c.ListAndWatch(context.Background(), &pluginapi.Empty{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r, err := s.Recv(); err != nil || len(r.Devices) != 16 {
+			b.Fatalf("ListAndWatch: %v, %d devices", err, len(r.GetDevices()))
+		}
+		for j := range 1000 {
+			if _, err := c.Allocate(context.Background(), &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"accel_accel" + strconv.Itoa(j%16)}}}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+		for _, l := range strings.Split(string(st), "\n") {
+			f := strings.Fields(l)
+			if len(f) >= 2 && (f[0] == "VmRSS:" || f[0] == "VmHWM:" || f[0] == "RssAnon:" || f[0] == "RssFile:") {
+				kb, _ := strconv.Atoi(f[1])
+				b.ReportMetric(float64(kb)/1024, strings.ToLower(strings.TrimSuffix(f[0], ":"))+"-MiB")
+			}
+		}
+		conn.Close()
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}
+}
+
