@@ -370,4 +370,3 @@ func BenchmarkPluginServeRSS(b *testing.B) {
 		cmd.Wait()
 	}
 }
-

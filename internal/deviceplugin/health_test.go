@@ -46,7 +46,9 @@ func TestHealthFollowsDeviceNodes(t *testing.T) {
 	mknodChar(t, filepath.Join(host, "dev/accel/accel1"))
 	recvUntil(t, s, "accel1 Healthy again", func(d []*pluginapi.Device) bool { return healthOf(d, "accel_accel1") == pluginapi.Healthy })
 	mknodChar(t, filepath.Join(host, "dev/accel/accel3"))
-	recvUntil(t, s, "a fourth device", func(d []*pluginapi.Device) bool { return healthOf(d, "accel_accel3") == pluginapi.Healthy && len(d) == 4 })
+	recvUntil(t, s, "a fourth device", func(d []*pluginapi.Device) bool {
+		return healthOf(d, "accel_accel3") == pluginapi.Healthy && len(d) == 4
+	})
 
 	// A node that disappears and its directory with it: the watch on
 	// /dev sees the directory come back, and then the node.

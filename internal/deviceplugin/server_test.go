@@ -59,13 +59,13 @@ func TestMalformedRequests(t *testing.T) {
 	}
 	long := strings.Repeat("x", 1<<16)
 	cases := map[string]error{
-		"no container requests":       alloc(),
-		"a nil container request":     alloc(nil),
-		"no device IDs":               alloc(&pluginapi.ContainerAllocateRequest{}),
-		"unknown device":              alloc(&pluginapi.ContainerAllocateRequest{DevicesIds: []string{"gpu-9"}}),
-		"a 64 KiB device ID":          alloc(&pluginapi.ContainerAllocateRequest{DevicesIds: []string{long}}),
-		"one device twice":            alloc(&pluginapi.ContainerAllocateRequest{DevicesIds: []string{"mock-0", "mock-0"}}),
-		"a good then a bad container": alloc(&pluginapi.ContainerAllocateRequest{DevicesIds: []string{"mock-0"}}, &pluginapi.ContainerAllocateRequest{DevicesIds: []string{"nope"}}),
+		"no container requests":        alloc(),
+		"a nil container request":      alloc(nil),
+		"no device IDs":                alloc(&pluginapi.ContainerAllocateRequest{}),
+		"unknown device":               alloc(&pluginapi.ContainerAllocateRequest{DevicesIds: []string{"gpu-9"}}),
+		"a 64 KiB device ID":           alloc(&pluginapi.ContainerAllocateRequest{DevicesIds: []string{long}}),
+		"one device twice":             alloc(&pluginapi.ContainerAllocateRequest{DevicesIds: []string{"mock-0", "mock-0"}}),
+		"a good then a bad container":  alloc(&pluginapi.ContainerAllocateRequest{DevicesIds: []string{"mock-0"}}, &pluginapi.ContainerAllocateRequest{DevicesIds: []string{"nope"}}),
 		"preferred: unknown available": pref(&pluginapi.ContainerPreferredAllocationRequest{AvailableDeviceIDs: []string{"nope"}, AllocationSize: 1}),
 		"preferred: unknown must":      pref(&pluginapi.ContainerPreferredAllocationRequest{AvailableDeviceIDs: []string{"mock-0"}, MustIncludeDeviceIDs: []string{"nope"}, AllocationSize: 1}),
 		"preferred: size 0":            pref(&pluginapi.ContainerPreferredAllocationRequest{AvailableDeviceIDs: []string{"mock-0"}, AllocationSize: 0}),

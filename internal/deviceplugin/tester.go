@@ -196,8 +196,8 @@ type fakeKubelet struct {
 	// take the kubelet's 10 s): a wait does not end while one is.
 	inflight int
 	wake     chan struct{}
-	srv     *grpc.Server
-	ino     uint64
+	srv      *grpc.Server
+	ino      uint64
 }
 
 // Register follows plugin/v1beta1/server.go Register: the version, the
