@@ -229,3 +229,43 @@ func TestPluginTestFindsNothingInOurPlugin(t *testing.T) {
 		t.Errorf("resources tested: %v, want both", res.Resources)
 	}
 }
+
+// --socket mode: the calls are checked, registration is NOT_RUN with its
+// reason, and a healthy mock has no defect.
+func TestPluginTestSocketMode(t *testing.T) {
+	dir := shortDir(t)
+	m, evs := runMock(t, dir, MockConfig{Resource: "fake.example.com/gpu", Devices: 3, Mode: ModeHealthy})
+	evs.wait(t, EventServing, 1)
+	res, err := Test(context.Background(), TestOptions{Socket: m.Socket(), Timeout: 3 * time.Second, Watch: 200 * time.Millisecond, Root: hostWithNUMA0(t),
+		Trigger: func(context.Context) error { return m.ToggleHealth("") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := defects(res); len(got) != 0 {
+		t.Errorf("defects: %v\n%s", got, dump(res))
+	}
+	for _, c := range []string{CodeListed, CodeAllocateOK, CodeHealthUpdate} {
+		if !hasCode(res, c) {
+			t.Errorf("no %s\n%s", c, dump(res))
+		}
+	}
+	if hasCode(res, CodeRegistered) || !strings.Contains(dump(res), "register: --socket dials the plugin directly") {
+		t.Errorf("registration judged in --socket mode:\n%s", dump(res))
+	}
+}
+
+// A socket nobody serves is ENDPOINT_UNREACHABLE, not a crash.
+func TestPluginTestDeadSocket(t *testing.T) {
+	dir := shortDir(t)
+	m, evs := runMock(t, dir, MockConfig{Resource: "fake.example.com/gpu", Devices: 1, Mode: ModeHealthy})
+	evs.wait(t, EventServing, 1)
+	sock := m.Socket()
+	m.eps[0].kill()
+	res, err := Test(context.Background(), TestOptions{Socket: sock, Timeout: 300 * time.Millisecond, Root: hostWithNUMA0(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := defects(res); !slices.Equal(got, []string{CodeEndpointUnreachable}) {
+		t.Errorf("defects %v\n%s", got, dump(res))
+	}
+}
