@@ -279,9 +279,9 @@ and the plugin registered again. The evidence gives how long it took.`, ""},
 	{CodeNoReregister, "FAIL", "the plugin did not register again after kubelet.sock was recreated",
 		`The kubelet removes every socket in its directory when it starts and serves a
 new kubelet.sock; a plugin that does not watch for it stays unregistered: after
-a kubelet restart the node shows the resource with allocatable 0 (devices
-restored from the checkpoint under a stopped endpoint) for 5 minutes, then not at
-all.`,
+a kubelet restart the node shows the resource with capacity and allocatable 0
+(restored from the checkpoint with no device under a stopped endpoint,
+manager.go readCheckpoint) for 5 minutes, then not at all.`,
 		"Watch the directory (inotify) and register again when kubelet.sock is created (`accel-doctor plugin serve` does); restarting the plugin pod is the workaround."},
 	{CodeNotRun, "NOT_RUN", "a check could not run", `The reason says why: an earlier step failed (no registration, the plugin died),
 the plugin does not advertise the call, or there was no healthy device to use.`, ""},
