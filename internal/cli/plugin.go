@@ -1,0 +1,516 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/accel-doctor/accel-doctor/internal/deviceplugin"
+	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+	"github.com/accel-doctor/accel-doctor/internal/report"
+)
+
+func newPluginCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "plugin",
+		Short: "Kubernetes device plugins: a generic plugin (serve), a mock with planted failures (mock), and a kubelet-side tester (test)",
+	}
+	cmd.AddCommand(newPluginServeCmd(g), newPluginMockCmd(g), newPluginTestCmd(g))
+	return cmd
+}
+
+// pluginLogger logs to stderr: text, or JSON with --log-format json.
+func pluginLogger(w io.Writer, format string, debug bool) (*slog.Logger, error) {
+	lvl := slog.LevelInfo
+	if debug {
+		lvl = slog.LevelDebug
+	}
+	o := &slog.HandlerOptions{Level: lvl}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, o)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, o)), nil
+	}
+	return nil, usageErr("--log-format %q: want text or json", format)
+}
+
+// printEvents prints each Event as one line on stdout: what a script (or
+// the e2e suite) waits for.
+func printEvents(w io.Writer) func(deviceplugin.Event) {
+	var mu sync.Mutex
+	return func(e deviceplugin.Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		if e.Err != nil {
+			fmt.Fprintf(w, "%s %s %s %s\n", e.Kind, e.Resource, e.Socket, strconv.Quote(e.Err.Error()))
+			return
+		}
+		fmt.Fprintf(w, "%s %s %s\n", e.Kind, e.Resource, e.Socket)
+	}
+}
+
+// daemonFlags are serve's and mock's common flags.
+type daemonFlags struct {
+	kubeletDir string
+	logFormat  string
+	debug      bool
+}
+
+func (f *daemonFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.kubeletDir, "kubelet-dir", deviceplugin.DefaultKubeletDir, "the kubelet's device-plugins directory (its kubelet.sock; the plugin's socket is made here)")
+	fl.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
+	fl.BoolVar(&f.debug, "debug", false, "log every call")
+}
+
+func (f *daemonFlags) check() error {
+	if !filepath.IsAbs(f.kubeletDir) {
+		return usageErr("--kubelet-dir %q is not absolute (the kubelet registers sockets by path)", f.kubeletDir)
+	}
+	return nil
+}
+
+func newPluginServeCmd(g *globals) *cobra.Command {
+	var (
+		f       daemonFlags
+		config  string
+		metrics string
+	)
+	cmd := &cobra.Command{
+		Use:   "serve --config FILE [--kubelet-dir DIR]",
+		Short: "Run a generic device plugin for the resources of a config file (WRITES sockets and CDI specs)",
+		Long: `serve is a Kubernetes device plugin. The config file (YAML; see
+docs/device-plugin.md and docs/plugin-config.example.yaml) declares resources:
+a name, a selector (PCI vendor/device/class/driver, or device-node globs),
+what a container gets (device nodes, mounts, env), and whether Allocate
+answers with CDI device names or with DeviceSpecs.
+
+It WRITES to the host: one socket per resource in the kubelet's
+device-plugins directory (--kubelet-dir), and, for CDI resources, a CDI
+spec accel-doctor-VENDOR-CLASS.json in the config's cdiSpecDir
+(/var/run/cdi by default), under --root. It reads devices through --root.
+
+Each resource is served on its socket before it is registered (the socket
+must answer first), and registered again whenever the kubelet recreates
+kubelet.sock. Health is event-driven: fsnotify on /dev and the devices'
+sysfs directories, and the kernel's uevents (a NETLINK_KOBJECT_UEVENT
+socket that only listens; it needs the host's network namespace), with a
+periodic rescan as the fallback.
+
+stdout gets one line per event: "SERVING RESOURCE SOCKET" once the socket
+answers, "REGISTERED RESOURCE SOCKET" each time the kubelet accepts it,
+"WAITING RESOURCE SOCKET" when there is no kubelet.sock yet, and
+"REGISTER_FAILED RESOURCE SOCKET \"ERROR\"". Logs go to stderr (slog).
+SIGTERM or SIGINT: the sockets are removed and it exits 0.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.check(); err != nil {
+				return err
+			}
+			if config == "" {
+				return usageErr("--config FILE is required")
+			}
+			fh, err := os.Open(config)
+			if err != nil {
+				return usageErr("--config: %v", err)
+			}
+			cfg, err := deviceplugin.ParseConfig(fh)
+			fh.Close()
+			if err != nil {
+				return usageErr("%s: %v", config, err)
+			}
+			log, err := pluginLogger(g.stderr, f.logFormat, f.debug)
+			if err != nil {
+				return err
+			}
+			root, err := hostfs.New(g.root)
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			reg := prometheus.NewRegistry()
+			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+			p, err := deviceplugin.New(f.kubeletDir, cfg, deviceplugin.Options{Root: root, Logger: log, Registerer: reg, Notify: printEvents(g.stdout)})
+			if err != nil {
+				return err
+			}
+			handlesCancel.Store(true)
+			ctx := cmd.Context()
+			if metrics != "" {
+				stop, err := serveMetrics(metrics, reg, log)
+				if err != nil {
+					return usageErr("--metrics-address: %v", err)
+				}
+				defer stop()
+			}
+			return p.Run(ctx)
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().StringVar(&config, "config", "", "the plugin's config file (YAML)")
+	cmd.Flags().StringVar(&metrics, "metrics-address", "", "serve Prometheus metrics on this address, /metrics (e.g. 127.0.0.1:9464; default off)")
+	return cmd
+}
+
+func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (func(), error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(lis)
+	log.Info("metrics", "address", lis.Addr().String())
+	return func() { srv.Close() }, nil
+}
+
+func newPluginMockCmd(g *globals) *cobra.Command {
+	var (
+		f  daemonFlags
+		mc deviceplugin.MockConfig
+		md string
+	)
+	var modes strings.Builder
+	for _, d := range deviceplugin.ModeDocs {
+		fmt.Fprintf(&modes, "  %s\n      %s\n      Symptom: %s\n", d.Mode, d.Does, d.Symptom)
+	}
+	cmd := &cobra.Command{
+		Use:   "mock --resource NAME --devices N --mode MODE [--kubelet-dir DIR]",
+		Short: "Run a fake device plugin that plants one failure, to reproduce it in a test cluster (WRITES a socket)",
+		Long: `mock is a fake device plugin with N fake devices (mock-0 ... mock-N-1) and
+one planted failure, to reproduce in a test cluster what users report against
+device plugins. It WRITES its socket (two in mode duplicate) in
+--kubelet-dir; it touches no device.
+
+Modes (MODE=ARG sets the mode's argument: flapping=500ms, slow-allocate=2s,
+fail-allocate="text"):
+` + modes.String() + `
+SIGUSR1 flips the health of mock-0 and sends the new list at once: the
+trigger 'accel-doctor plugin test' uses to time a health change (it signals
+only a process whose command line is accel-doctor's plugin mock, found
+through the socket's peer credentials).
+
+stdout gets the same event lines as 'plugin serve' ("SERVING ...",
+"REGISTERED ...", "REGISTER_FAILED ..."); SIGTERM or SIGINT: the socket is
+removed and it exits 0.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.check(); err != nil {
+				return err
+			}
+			mode, arg, hasArg := strings.Cut(md, "=")
+			mc.Mode = deviceplugin.MockMode(mode)
+			if hasArg {
+				switch mc.Mode {
+				case deviceplugin.ModeFlapping, deviceplugin.ModeDuplicate:
+					d, err := time.ParseDuration(arg)
+					if err != nil {
+						return usageErr("--mode %s: %v", md, err)
+					}
+					mc.Interval = d
+				case deviceplugin.ModeSlowAllocate:
+					d, err := time.ParseDuration(arg)
+					if err != nil {
+						return usageErr("--mode %s: %v", md, err)
+					}
+					mc.Delay = d
+				case deviceplugin.ModeFailAllocate:
+					mc.Error = arg
+				default:
+					return usageErr("--mode %s takes no argument", mode)
+				}
+			}
+			log, err := pluginLogger(g.stderr, f.logFormat, f.debug)
+			if err != nil {
+				return err
+			}
+			m, err := deviceplugin.NewMock(f.kubeletDir, mc, deviceplugin.Options{Logger: log, Notify: printEvents(g.stdout)})
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			handlesCancel.Store(true)
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			usr1 := make(chan os.Signal, 1)
+			signal.Notify(usr1, syscall.SIGUSR1)
+			defer signal.Stop(usr1)
+			go func() {
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-usr1:
+						if err := m.ToggleHealth(""); err != nil {
+							log.Warn("SIGUSR1", "err", err)
+						}
+					}
+				}
+			}()
+			return m.Run(ctx)
+		},
+	}
+	f.add(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&mc.Resource, "resource", "fake.example.com/gpu", "the extended resource name to register")
+	fl.IntVar(&mc.Devices, "devices", 2, "number of fake devices")
+	fl.StringVar(&md, "mode", "healthy", "the failure to plant: "+strings.Join(deviceplugin.Modes(), ", "))
+	fl.DurationVar(&mc.Interval, "interval", time.Second, "flapping: the period of the health flips; duplicate: how often the first instance resends its list")
+	fl.DurationVar(&mc.Delay, "delay", 5*time.Second, "slow-allocate: how long Allocate takes")
+	fl.StringVar(&mc.Error, "error", "mock: allocation refused", "fail-allocate: the error Allocate returns")
+	fl.StringVar(&mc.Socket, "socket-name", "", "the socket's file name in --kubelet-dir (default accel-doctor-mock-<resource>.sock)")
+	return cmd
+}
+
+func newPluginTestCmd(g *globals) *cobra.Command {
+	var (
+		o          deviceplugin.TestOptions
+		noRereg    bool
+		noTrigger  bool
+		verbose    bool
+		socketFlag string
+	)
+	cmd := &cobra.Command{
+		Use:   "test (--kubelet-dir DIR | --socket PATH) [--timeout D]",
+		Short: "Check a device plugin against the kubelet's contract, acting as the kubelet, and time it",
+		Long: `test is the kubelet side of the device-plugin API.
+
+With --kubelet-dir DIR it acts as the kubelet: it serves DIR/kubelet.sock
+(refusing if something answers there already: never point it at a live
+kubelet's directory), accepts Register as the kubelet does (API version,
+extended resource name, the endpoint dialled back, GetDevicePluginOptions,
+then ListAndWatch), and finally recreates kubelet.sock, as a restarting
+kubelet does, and waits for the plugin to register again (--no-reregister
+skips that). With --socket PATH it dials a plugin directly and checks the
+calls only.
+
+The checks (codes PLUGIN_*, listed with their meaning in
+docs/device-plugin.md): GetDevicePluginOptions; ListAndWatch (unique IDs of
+at most 63 characters, valid health values, NUMA nodes this host has; health
+changes nobody made during --watch); GetPreferredAllocation when advertised
+(size and must-include honoured); Allocate (host paths of device specs and
+mounts exist on this host, CDI names resolve against its specs, env names
+valid; an unknown ID refused); PreStartContainer when required.
+
+It measures and prints: registration -> first ListAndWatch, a health
+change -> the ListAndWatch update (only against accel-doctor's plugin mock,
+which it signals with SIGUSR1 after checking, through the socket's peer
+credentials, that the process is one), Allocate p50/p99, and kubelet.sock
+recreated -> Register.
+
+It writes only DIR/kubelet.sock (removed at the end). Exit status: 0 no FAIL;
+1 at least one FAIL; 2 a usage error, or nothing could be judged.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Socket = socketFlag
+			if (o.KubeletDir == "") == (o.Socket == "") {
+				return usageErr("give exactly one of --kubelet-dir DIR and --socket PATH")
+			}
+			if o.KubeletDir != "" && !filepath.IsAbs(o.KubeletDir) {
+				abs, err := filepath.Abs(o.KubeletDir)
+				if err != nil {
+					return usageErr("--kubelet-dir: %v", err)
+				}
+				o.KubeletDir = abs
+			}
+			if o.Socket != "" {
+				if fi, err := os.Stat(o.Socket); err != nil {
+					return usageErr("--socket: %v", err)
+				} else if fi.Mode()&os.ModeSocket == 0 {
+					return usageErr("--socket %s is not a socket", o.Socket)
+				}
+			}
+			root, err := hostfs.New(g.root)
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			o.Root = root
+			o.Reregister = !noRereg
+			if !noTrigger {
+				o.Trigger, o.TriggerNote = mockTrigger(o)
+			} else {
+				o.TriggerNote = "--no-trigger"
+			}
+			res, err := deviceplugin.Test(cmd.Context(), o)
+			if err != nil {
+				return usageErr("%v", err)
+			}
+			target := o.Socket
+			if target == "" {
+				target = filepath.Join(o.KubeletDir, deviceplugin.KubeletSocket)
+			}
+			rep := &report.Report{
+				SchemaVersion: report.SchemaVersion, Tool: "accel-doctor " + Version, Command: "plugin test",
+				Source: "plugin " + target, Root: g.root, Generated: time.Now().UTC(),
+				Layers: []report.Layer{report.LayerKube}, Devices: []report.Device{}, Findings: res.Findings,
+			}
+			rep.Decide()
+			if err := g.render(rep, verbose); err != nil {
+				return err
+			}
+			if g.output != "json" {
+				fmt.Fprintln(g.stdout)
+				if err := g.renderTable(measurementTable(res.Measurements), nil); err != nil {
+					return err
+				}
+			}
+			if c := rep.ExitCode(); c != 0 {
+				return &exitError{code: c, err: errFailFound}
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&o.KubeletDir, "kubelet-dir", "", "act as the kubelet: serve DIR/kubelet.sock and test the plugins that register")
+	fl.StringVar(&socketFlag, "socket", "", "dial this plugin socket directly")
+	fl.DurationVar(&o.Timeout, "timeout", 10*time.Second, "bound of each wait: for Register, a call, the first list, a health update")
+	fl.DurationVar(&o.Watch, "watch", 2*time.Second, "how long ListAndWatch is watched for health changes nobody made")
+	fl.IntVar(&o.AllocateSamples, "allocate-samples", 100, "Allocate calls timed for p50/p99 (fewer when they are slow: at most 2 s are spent)")
+	fl.BoolVar(&noRereg, "no-reregister", false, "with --kubelet-dir: do not recreate kubelet.sock to test re-registration")
+	fl.BoolVar(&noTrigger, "no-trigger", false, "do not signal accel-doctor's mock to time a health change")
+	fl.BoolVarP(&verbose, "verbose", "v", false, "text output: list every check, the ones that passed too")
+	g.addOutputFlag(cmd)
+	return cmd
+}
+
+// measurementTable is what was timed.
+func measurementTable(ms []deviceplugin.Measurement) *report.Table {
+	t := &report.Table{Title: []string{"Measured:"}, Header: []string{"WHAT", "SAMPLES", "P50", "P99", "MAX"}}
+	for _, m := range ms {
+		t.Rows = append(t.Rows, []string{m.Name, strconv.Itoa(len(m.Samples)),
+			fmtDur(m.Percentile(50)), fmtDur(m.Percentile(99)), fmtDur(m.Percentile(100))})
+	}
+	if len(ms) == 0 {
+		t.Rows = append(t.Rows, []string{"(nothing could be timed)", "0", "", "", ""})
+	}
+	return t
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond).String()
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond).String()
+	}
+	return d.Round(time.Microsecond).String()
+}
+
+// mockTrigger finds, through the peer credentials of a connection to the
+// plugin's socket, the process that serves it, and makes a trigger only
+// when that process is accel-doctor's plugin mock: SIGUSR1 flips one of
+// its devices' health. No other process is ever signalled. In
+// --kubelet-dir mode the socket is known only once the plugin registers,
+// so the lookup is made on the first pull.
+func mockTrigger(o deviceplugin.TestOptions) (func(context.Context) error, string) {
+	var (
+		once sync.Once
+		pid  int
+		why  error
+	)
+	find := func() {
+		sock := o.Socket
+		if sock == "" {
+			sock = registeredSocket(o.KubeletDir)
+		}
+		if sock == "" {
+			why = errors.New("no plugin socket found")
+			return
+		}
+		pid, why = mockPID(sock)
+	}
+	return func(context.Context) error {
+		once.Do(find)
+		if why != nil {
+			return why
+		}
+		return unix.Kill(pid, unix.SIGUSR1)
+	}, "SIGUSR1 to the accel-doctor plugin mock serving the socket (peer credentials)"
+}
+
+// registeredSocket is the first socket in dir, besides kubelet.sock,
+// that accel-doctor's mock serves; "" when there is none.
+func registeredSocket(dir string) string {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return ""
+	}
+	for _, e := range ents {
+		if e.Name() == deviceplugin.KubeletSocket || e.Type()&os.ModeSocket == 0 {
+			continue
+		}
+		p := filepath.Join(dir, e.Name())
+		if _, err := mockPID(p); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// mockPID is the PID of the process serving sock if it is accel-doctor's
+// plugin mock (its command line says "plugin mock").
+func mockPID(sock string) (int, error) {
+	c, err := net.DialTimeout("unix", sock, time.Second)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	rc, err := c.(*net.UnixConn).SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := rc.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
+		return 0, err
+	}
+	if cerr != nil {
+		return 0, cerr
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cred.Pid))
+	if err != nil {
+		return 0, err
+	}
+	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	if !containsSeq(args, "plugin", "mock") || !(sameExe(int(cred.Pid)) || strings.HasPrefix(filepath.Base(args[0]), "accel-doctor")) {
+		return 0, fmt.Errorf("the process serving %s (pid %d) is not accel-doctor plugin mock: no trigger", sock, cred.Pid)
+	}
+	return int(cred.Pid), nil
+}
+
+func containsSeq(args []string, a, b string) bool {
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == a && args[i+1] == b {
+			return true
+		}
+	}
+	return false
+}
+
+// sameExe reports whether pid runs this very executable.
+func sameExe(pid int) bool {
+	a, err := os.Stat(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat("/proc/self/exe")
+	return err == nil && os.SameFile(a, b)
+}

@@ -1,0 +1,372 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/accel-doctor/accel-doctor/internal/deviceplugin"
+	"github.com/accel-doctor/accel-doctor/internal/report"
+)
+
+var (
+	pluginBinOnce sync.Once
+	pluginBin     string
+	pluginBinErr  error
+)
+
+// buildBinary builds accel-doctor once for the tests that run it as the
+// e2e suite does: as a process, stopped with SIGTERM.
+func buildBinary() (string, error) {
+	pluginBinOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "adbin")
+		if err != nil {
+			pluginBinErr = err
+			return
+		}
+		pluginBin = filepath.Join(dir, "accel-doctor")
+		// The documented build (README): static, stripped.
+		build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", pluginBin, "../../cmd/accel-doctor")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			pluginBinErr = fmt.Errorf("%v: %s", err, out)
+		}
+	})
+	return pluginBin, pluginBinErr
+}
+
+func binary(t testing.TB) string {
+	t.Helper()
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatalf("build: %v", err)
+	}
+	return bin
+}
+
+func sockDir(t *testing.T) string {
+	d, err := os.MkdirTemp("", "kd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	return d
+}
+
+// proc is a started accel-doctor whose stdout lines can be awaited.
+type proc struct {
+	cmd   *exec.Cmd
+	lines chan string
+	out   strings.Builder
+	mu    sync.Mutex
+	done  chan struct{}
+}
+
+func start(t *testing.T, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(binary(t), args...), lines: make(chan string, 100), done: make(chan struct{})}
+	stdout, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Stderr = io.Discard
+	if testing.Verbose() {
+		p.cmd.Stderr = os.Stderr
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(p.done)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.out.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
+			select {
+			case p.lines <- sc.Text():
+			default:
+			}
+		}
+	}()
+	t.Cleanup(func() { p.cmd.Process.Kill(); p.cmd.Wait() })
+	return p
+}
+
+func (p *proc) waitLine(t *testing.T, prefix string) string {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case l := <-p.lines:
+			if strings.HasPrefix(l, prefix) {
+				return l
+			}
+		case <-deadline:
+			t.Fatalf("no line %q from %v in 30s", prefix, p.cmd.Args)
+		}
+	}
+}
+
+// wait returns the exit status and all of stdout.
+func (p *proc) wait(t *testing.T) (int, string) {
+	t.Helper()
+	<-p.done
+	err := p.cmd.Wait()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return code, p.out.String()
+}
+
+func waitFile(t *testing.T, p string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := os.Lstat(p); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never appeared", p)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func pluginCodes(t *testing.T, js string) map[string]report.Status {
+	t.Helper()
+	var r report.Report
+	if err := json.Unmarshal([]byte(js), &r); err != nil {
+		t.Fatalf("%v: %s", err, js)
+	}
+	out := map[string]report.Status{}
+	for _, f := range r.Findings {
+		out[f.Code] = f.Status
+	}
+	return out
+}
+
+// The binaries as the e2e suite runs them: plugin test acting as the
+// kubelet, the mock as another process (timed through SIGUSR1, found by
+// the socket's peer credentials), a clean exit on SIGTERM that leaves no
+// socket behind.
+func TestPluginBinaryMockAndTest(t *testing.T) {
+	dir := sockDir(t)
+	tester := start(t, "plugin", "test", "--kubelet-dir", dir, "--timeout", "5s", "--watch", "300ms", "-o", "json")
+	waitFile(t, filepath.Join(dir, deviceplugin.KubeletSocket))
+	mock := start(t, "plugin", "mock", "--kubelet-dir", dir, "--resource", "fake.example.com/gpu", "--devices", "2", "--mode", "healthy")
+	line := mock.waitLine(t, "REGISTERED ")
+	if want := "REGISTERED fake.example.com/gpu " + filepath.Join(dir, "accel-doctor-mock-fake.example.com-gpu.sock"); line != want {
+		t.Errorf("ready line %q, want %q", line, want)
+	}
+	code, out := tester.wait(t)
+	if code != 0 {
+		t.Fatalf("plugin test exit %d:\n%s", code, out)
+	}
+	got := pluginCodes(t, out)
+	for _, c := range []string{deviceplugin.CodeRegistered, deviceplugin.CodeHealthUpdate, deviceplugin.CodeAllocateOK, deviceplugin.CodeReregistered} {
+		if got[c] != report.Pass {
+			t.Errorf("%s: %q, want PASS\n%s", c, got[c], out)
+		}
+	}
+	mock.cmd.Process.Signal(syscall.SIGTERM)
+	if code, _ := mock.wait(t); code != 0 {
+		t.Errorf("mock exit %d after SIGTERM, want 0", code)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("left in the directory: %v", ents)
+	}
+}
+
+func TestPluginBinaryFindsPlantedFailures(t *testing.T) {
+	for mode, want := range map[string]string{
+		"fail-allocate=no GPU for you": deviceplugin.CodeAllocateFailed,
+		"crash-allocate":               deviceplugin.CodeCrashed,
+	} {
+		t.Run(strings.Fields(mode)[0], func(t *testing.T) {
+			dir := sockDir(t)
+			tester := start(t, "plugin", "test", "--kubelet-dir", dir, "--timeout", "5s", "--watch", "200ms")
+			waitFile(t, filepath.Join(dir, deviceplugin.KubeletSocket))
+			mock := start(t, "plugin", "mock", "--kubelet-dir", dir, "--mode", mode)
+			code, out := tester.wait(t)
+			if code != 1 || !strings.Contains(out, want) || !strings.Contains(out, "Measured:") {
+				t.Errorf("exit %d, want 1 with %s and the measurements:\n%s", code, want, out)
+			}
+			if mode == "fail-allocate=no GPU for you" && !strings.Contains(out, "no GPU for you") {
+				t.Errorf("the planted error text is not shown:\n%s", out)
+			}
+			if mode == "crash-allocate" {
+				if c, _ := mock.wait(t); c != 3 {
+					t.Errorf("crashed mock exit %d, want 3", c)
+				}
+			}
+		})
+	}
+}
+
+// plugin serve as a process, over a fixture host (--root), passes
+// plugin test, and on SIGTERM removes its socket; its CDI spec stays.
+func TestPluginBinaryServe(t *testing.T) {
+	host := sockDir(t)
+	if out, err := exec.Command("cp", "-a", hosts+"nvidia-h100x8/.", host).CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	cfg := filepath.Join(host, "plugin.yaml")
+	os.WriteFile(cfg, []byte(`resources:
+- name: example.com/gpu
+  selector: {pci: {vendor: "10de", class: "0302", drivers: [nvidia]}}
+  container: {deviceIDsEnv: ACCEL_VISIBLE_DEVICES}
+- name: example.com/gpu-cdi
+  selector: {pci: {vendor: "10de", class: "0302"}}
+  cdi: {vendor: example.com, class: gpu}
+`), 0o644)
+	dir := sockDir(t)
+	tester := start(t, "--root", host, "plugin", "test", "--kubelet-dir", dir, "--timeout", "5s", "--watch", "200ms", "-o", "json")
+	waitFile(t, filepath.Join(dir, deviceplugin.KubeletSocket))
+	serve := start(t, "--root", host, "plugin", "serve", "--kubelet-dir", dir, "--config", cfg, "--metrics-address", "127.0.0.1:0")
+	serve.waitLine(t, "SERVING example.com/gpu ")
+	code, out := tester.wait(t)
+	if code != 0 {
+		t.Fatalf("plugin test of plugin serve: exit %d\n%s", code, out)
+	}
+	got := pluginCodes(t, out)
+	if got[deviceplugin.CodeAllocateCDIResolved] != report.Pass || got[deviceplugin.CodeReregistered] != report.Pass {
+		t.Errorf("findings %v", got)
+	}
+	serve.cmd.Process.Signal(syscall.SIGTERM)
+	if code, _ := serve.wait(t); code != 0 {
+		t.Errorf("serve exit %d after SIGTERM, want 0", code)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("left in the kubelet directory: %v", ents)
+	}
+	if _, err := os.Stat(filepath.Join(host, "var/run/cdi/accel-doctor-example.com-gpu.json")); err != nil {
+		t.Errorf("CDI spec: %v", err)
+	}
+}
+
+func TestPluginUsageErrors(t *testing.T) {
+	dir := sockDir(t)
+	for _, args := range [][]string{
+		{"plugin", "test"},
+		{"plugin", "test", "--kubelet-dir", dir, "--socket", "/x"},
+		{"plugin", "test", "--socket", "/nonexistent.sock"},
+		{"plugin", "test", "--kubelet-dir", dir, "-o", "yaml"},
+		{"plugin", "mock", "--kubelet-dir", dir, "--mode", "bogus"},
+		{"plugin", "mock", "--kubelet-dir", dir, "--mode", "healthy=1s"},
+		{"plugin", "mock", "--kubelet-dir", dir, "--mode", "flapping=soon"},
+		{"plugin", "mock", "--kubelet-dir", dir, "--resource", "gpu"},
+		{"plugin", "mock", "--kubelet-dir", "relative"},
+		{"plugin", "serve", "--kubelet-dir", dir},
+		{"plugin", "serve", "--kubelet-dir", dir, "--config", "/nonexistent.yaml"},
+	} {
+		if _, stderr, code := run(t, args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (%s)", args, code, stderr)
+		}
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("a usage error left %v", ents)
+	}
+}
+
+// Every `accel-doctor ...` command that plugin test's codes name parses.
+func TestPluginRemediationCommandsExist(t *testing.T) {
+	span := regexp.MustCompile("`accel-doctor ([^`]*)`")
+	n := 0
+	for _, c := range deviceplugin.Codes {
+		for _, m := range span.FindAllStringSubmatch(c.Explain+"\n"+c.Remediation, -1) {
+			args := splitArgs(m[1])
+			if _, stderr, code := run(t, append(args, "--help")...); code != 0 {
+				t.Errorf("%s names `accel-doctor %s`, which does not parse: %s", c.Code, m[1], stderr)
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatal("no accel-doctor command found in the codes")
+	}
+}
+
+// BenchmarkPluginServeRSS measures the plugin process's resident memory
+// with 16 devices (real nodes made with mknod under a temp root), after
+// it served a ListAndWatch stream and 1000 Allocates: VmRSS and VmHWM of
+// /proc/PID/status, in MiB. Goal: 20 MiB.
+func BenchmarkPluginServeRSS(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root (mknod)")
+	}
+	host, _ := os.MkdirTemp("", "rss")
+	defer os.RemoveAll(host)
+	for i := range 16 {
+		p := filepath.Join(host, "dev/accel", "accel"+strconv.Itoa(i))
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := syscall.Mknod(p, syscall.S_IFCHR|0o666, 1<<8|3); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cfg := filepath.Join(host, "plugin.yaml")
+	os.WriteFile(cfg, []byte("resources:\n- name: example.com/accel\n  selector: {deviceNodes: [/dev/accel/accel*]}\n"), 0o644)
+	kdir, _ := os.MkdirTemp("", "kd")
+	defer os.RemoveAll(kdir)
+	bin := binary(b)
+	for i := 0; i < b.N; i++ {
+		cmd := exec.Command(bin, "--root", host, "plugin", "serve", "--kubelet-dir", kdir, "--config", cfg)
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		sc := bufio.NewScanner(out)
+		for sc.Scan() && !strings.HasPrefix(sc.Text(), "SERVING") {
+		}
+		sock := filepath.Join(kdir, "accel-doctor-example.com-accel.sock")
+		conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		c := pluginapi.NewDevicePluginClient(conn)
+		s, err := c.ListAndWatch(context.Background(), &pluginapi.Empty{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r, err := s.Recv(); err != nil || len(r.Devices) != 16 {
+			b.Fatalf("ListAndWatch: %v, %d devices", err, len(r.GetDevices()))
+		}
+		for j := range 1000 {
+			if _, err := c.Allocate(context.Background(), &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"accel_accel" + strconv.Itoa(j%16)}}}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+		for _, l := range strings.Split(string(st), "\n") {
+			f := strings.Fields(l)
+			if len(f) >= 2 && (f[0] == "VmRSS:" || f[0] == "VmHWM:" || f[0] == "RssAnon:" || f[0] == "RssFile:") {
+				kb, _ := strconv.Atoi(f[1])
+				b.ReportMetric(float64(kb)/1024, strings.ToLower(strings.TrimSuffix(f[0], ":"))+"-MiB")
+			}
+		}
+		conn.Close()
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	}
+}

@@ -1,0 +1,1058 @@
+package deviceplugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/accel-doctor/accel-doctor/internal/cdi"
+	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+	"github.com/accel-doctor/accel-doctor/internal/pci"
+	"github.com/accel-doctor/accel-doctor/internal/report"
+)
+
+// TestOptions configure `plugin test`.
+type TestOptions struct {
+	// KubeletDir: act as the kubelet, serving KubeletDir/kubelet.sock.
+	// Socket: dial this plugin socket directly. Exactly one.
+	KubeletDir string
+	Socket     string
+	// Timeout bounds each wait: for Register, for each call, for the
+	// first list, for a health update (default 10s).
+	Timeout time.Duration
+	// Watch is how long ListAndWatch is observed for changes nobody made
+	// (default 2s).
+	Watch time.Duration
+	// Root is the host: its NUMA nodes, the host paths and CDI specs
+	// Allocate's answers name (default "/").
+	Root *hostfs.Root
+	// Trigger changes one device's health when called (the mock's
+	// SIGUSR1); nil: the health-update latency is NOT_RUN.
+	Trigger func(ctx context.Context) error
+	// TriggerNote says what Trigger is, or why there is none.
+	TriggerNote string
+	// Reregister: in kubelet mode, recreate kubelet.sock afterwards and
+	// expect the plugin to register again.
+	Reregister bool
+	// AllocateSamples is how many Allocate calls are timed (default 100;
+	// fewer when they are slow: at most 2 s are spent).
+	AllocateSamples int
+	// Grace is how long after the first Register others are awaited
+	// (a second instance; default 700ms).
+	Grace  time.Duration
+	Logger *slog.Logger
+}
+
+// Measurement is one latency `plugin test` measured.
+type Measurement struct {
+	Name    string
+	Samples []time.Duration
+}
+
+// Percentile is the p-th percentile (nearest rank) of the samples.
+func (m Measurement) Percentile(p float64) time.Duration {
+	if len(m.Samples) == 0 {
+		return 0
+	}
+	s := slices.Clone(m.Samples)
+	slices.Sort(s)
+	i := int(float64(len(s))*p/100+0.999999) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+// TestResult is what `plugin test` found.
+type TestResult struct {
+	Resources    []string
+	Findings     []report.Finding
+	Measurements []Measurement
+}
+
+func (r *TestResult) add(code, subject, summary string, ev ...report.Evidence) *report.Finding {
+	c, _ := CodeOf(code)
+	f := report.Finding{Check: "plugin." + strings.ToLower(strings.TrimPrefix(code, "PLUGIN_")), Code: code,
+		Layer: report.LayerKube, Status: report.Status(c.Status), Subject: subject, Summary: summary, Evidence: ev}
+	if f.Status != report.Pass {
+		f.Remediation = c.Remediation
+	}
+	r.Findings = append(r.Findings, f)
+	return &r.Findings[len(r.Findings)-1]
+}
+
+func (r *TestResult) notRun(check, subject, reason string) {
+	r.Findings = append(r.Findings, report.Finding{Check: "plugin." + check, Code: CodeNotRun, Layer: report.LayerKube,
+		Status: report.NotRun, Subject: subject, Summary: check + ": " + reason, Reason: reason})
+}
+
+func ev(path, format string, a ...any) report.Evidence {
+	return report.Evidence{Path: path, Value: fmt.Sprintf(format, a...)}
+}
+
+// registration is one Register the fake kubelet received.
+type registration struct {
+	at       time.Time
+	req      *pluginapi.RegisterRequest
+	err      error // what the kubelet would have answered
+	dialErr  error // the endpoint could not be dialled at Register time
+	lw       *lwRecorder
+	conn     *grpc.ClientConn
+	firstLWT time.Duration // Register -> first ListAndWatch response
+}
+
+// lwRecorder keeps a ListAndWatch stream's responses.
+type lwRecorder struct {
+	mu    sync.Mutex
+	resps []lwResp
+	err   error
+	done  bool
+	wake  chan struct{}
+}
+
+type lwResp struct {
+	at   time.Time
+	devs []*pluginapi.Device
+}
+
+func newRecorder() *lwRecorder { return &lwRecorder{wake: make(chan struct{}, 1)} }
+
+func (l *lwRecorder) run(ctx context.Context, c pluginapi.DevicePluginClient) {
+	s, err := c.ListAndWatch(ctx, &pluginapi.Empty{})
+	for err == nil {
+		var r *pluginapi.ListAndWatchResponse
+		r, err = s.Recv()
+		if err != nil {
+			break
+		}
+		l.mu.Lock()
+		l.resps = append(l.resps, lwResp{at: time.Now(), devs: r.Devices})
+		l.mu.Unlock()
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+	l.mu.Lock()
+	l.err, l.done = err, true
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// wait returns the responses once there are more than n, or when the
+// stream ended or the deadline passed.
+func (l *lwRecorder) wait(ctx context.Context, n int, until time.Time) []lwResp {
+	for {
+		l.mu.Lock()
+		rs, done := slices.Clone(l.resps), l.done
+		l.mu.Unlock()
+		if len(rs) > n || done {
+			return rs
+		}
+		t := time.Until(until)
+		if t <= 0 {
+			return rs
+		}
+		select {
+		case <-ctx.Done():
+			return rs
+		case <-l.wake:
+		case <-time.After(t):
+		}
+	}
+}
+
+func (l *lwRecorder) state() ([]lwResp, error, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.resps), l.err, l.done
+}
+
+// fakeKubelet serves kubelet.sock and judges Register as the kubelet does.
+type fakeKubelet struct {
+	pluginapi.UnimplementedRegistrationServer
+	dir     string
+	timeout time.Duration
+	ctx     context.Context
+	mu      sync.Mutex
+	regs    []*registration
+	// inflight counts Register calls being judged (dialling back can
+	// take the kubelet's 10 s): a wait does not end while one is.
+	inflight int
+	wake     chan struct{}
+	srv      *grpc.Server
+	ino      uint64
+}
+
+// Register follows plugin/v1beta1/server.go Register: the version, the
+// resource name, then the endpoint dialled back (waiting as the kubelet
+// does, client.go dial: 10 s, or the timeout when shorter) and its
+// options read (manager.go PluginConnected), then ListAndWatch started.
+func (k *fakeKubelet) Register(_ context.Context, r *pluginapi.RegisterRequest) (*pluginapi.Empty, error) {
+	reg := &registration{at: time.Now(), req: r}
+	k.mu.Lock()
+	k.inflight++
+	k.mu.Unlock()
+	defer func() {
+		k.mu.Lock()
+		k.regs = append(k.regs, reg)
+		k.inflight--
+		k.mu.Unlock()
+		select {
+		case k.wake <- struct{}{}:
+		default:
+		}
+	}()
+	if r.Version != pluginapi.Version {
+		reg.err = fmt.Errorf("requested API version %q is not supported by kubelet. Supported version is %q", r.Version, pluginapi.SupportedVersions)
+		return nil, reg.err
+	}
+	if err := ValidateResourceName(r.ResourceName); err != nil {
+		reg.err = fmt.Errorf("the ResourceName %q is invalid", r.ResourceName)
+		return nil, reg.err
+	}
+	sock := filepath.Join(k.dir, r.Endpoint)
+	ctx, cancel := context.WithTimeout(k.ctx, min(10*time.Second, k.timeout))
+	defer cancel()
+	if err := waitDial(ctx, sock); err != nil {
+		reg.dialErr = err
+		reg.err = fmt.Errorf("failed to dial device plugin: %v", err)
+		return nil, reg.err
+	}
+	conn, err := dialUnix(sock)
+	if err != nil {
+		reg.dialErr, reg.err = err, fmt.Errorf("failed to dial device plugin: %v", err)
+		return nil, reg.err
+	}
+	c := pluginapi.NewDevicePluginClient(conn)
+	if _, err := c.GetDevicePluginOptions(ctx, &pluginapi.Empty{}); err != nil {
+		conn.Close()
+		reg.err = fmt.Errorf("failed to get device plugin options: %v", err)
+		return nil, reg.err
+	}
+	reg.conn, reg.lw = conn, newRecorder()
+	go reg.lw.run(k.ctx, c)
+	return &pluginapi.Empty{}, nil
+}
+
+// waitDial waits until a unix socket accepts a connection, as a blocking
+// gRPC dial does.
+func waitDial(ctx context.Context, p string) error {
+	for {
+		c, err := (&net.Dialer{}).DialContext(ctx, "unix", p)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (k *fakeKubelet) start() error {
+	p := filepath.Join(k.dir, KubeletSocket)
+	if fi, err := os.Lstat(p); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return fmt.Errorf("%s exists and is not a socket", p)
+		}
+		if c, err := net.DialTimeout("unix", p, 200*time.Millisecond); err == nil {
+			c.Close()
+			return fmt.Errorf("%s answers: a kubelet (or another plugin test) serves this directory; give a directory of your own", p)
+		}
+		if err := os.Remove(p); err != nil {
+			return err
+		}
+	}
+	lis, err := net.Listen("unix", p)
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Stat(p); err == nil {
+		k.ino = inode(fi)
+	}
+	k.srv = grpc.NewServer()
+	pluginapi.RegisterRegistrationServer(k.srv, k)
+	go k.srv.Serve(lis)
+	return nil
+}
+
+// stop ends the registration server and the connections to the plugins,
+// as a kubelet that exits does, and removes kubelet.sock if it is ours.
+func (k *fakeKubelet) stop(graceful bool) {
+	if k.srv != nil {
+		if graceful {
+			// Let a Register in flight have its answer.
+			done := make(chan struct{})
+			go func() { k.srv.GracefulStop(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(time.Second):
+				k.srv.Stop()
+			}
+		} else {
+			k.srv.Stop()
+		}
+		k.srv = nil
+	}
+	k.mu.Lock()
+	for _, r := range k.regs {
+		if r.conn != nil {
+			r.conn.Close()
+		}
+	}
+	k.mu.Unlock()
+	p := filepath.Join(k.dir, KubeletSocket)
+	if fi, err := os.Stat(p); err == nil && inode(fi) == k.ino {
+		os.Remove(p)
+	}
+}
+
+func (k *fakeKubelet) registrations() []*registration {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return slices.Clone(k.regs)
+}
+
+// waitRegs waits until more than n registrations came, or the deadline.
+func (k *fakeKubelet) waitRegs(ctx context.Context, n int, until time.Time) []*registration {
+	for {
+		k.mu.Lock()
+		rs, inflight := slices.Clone(k.regs), k.inflight
+		k.mu.Unlock()
+		if len(rs) > n {
+			return rs
+		}
+		t := time.Until(until)
+		if t <= 0 && inflight == 0 {
+			return rs
+		}
+		if t <= 0 {
+			t = 20 * time.Millisecond
+		}
+		select {
+		case <-ctx.Done():
+			return rs
+		case <-k.wake:
+		case <-time.After(t):
+		}
+	}
+}
+
+// Test runs the contract checks against a plugin.
+func Test(ctx context.Context, o TestOptions) (*TestResult, error) {
+	if (o.KubeletDir == "") == (o.Socket == "") {
+		return nil, errors.New("give exactly one of a kubelet directory and a socket")
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 10 * time.Second
+	}
+	if o.Watch <= 0 {
+		o.Watch = 2 * time.Second
+	}
+	if o.AllocateSamples <= 0 {
+		o.AllocateSamples = 100
+	}
+	if o.Grace <= 0 {
+		o.Grace = 700 * time.Millisecond
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Root == nil {
+		r, err := hostfs.New("/")
+		if err != nil {
+			return nil, err
+		}
+		o.Root = r
+	}
+	res := &TestResult{}
+	if o.Socket != "" {
+		t := &tester{o: o, res: res, subject: o.Socket}
+		t.contract(ctx, o.Socket, nil)
+		res.notRun("register", o.Socket, "--socket dials the plugin directly: registration is checked with --kubelet-dir")
+		return res, nil
+	}
+	return testAsKubelet(ctx, o, res)
+}
+
+func testAsKubelet(ctx context.Context, o TestOptions, res *TestResult) (*TestResult, error) {
+	if err := os.MkdirAll(o.KubeletDir, 0o750); err != nil {
+		return nil, err
+	}
+	kctx, kcancel := context.WithCancel(ctx)
+	defer kcancel()
+	k := &fakeKubelet{dir: o.KubeletDir, timeout: o.Timeout, ctx: kctx, wake: make(chan struct{}, 1)}
+	if err := k.start(); err != nil {
+		return nil, err
+	}
+	defer k.stop(true)
+	start := time.Now()
+	kubeletSock := filepath.Join(o.KubeletDir, KubeletSocket)
+	regs := k.waitRegs(ctx, 0, start.Add(o.Timeout))
+	if len(regs) == 0 {
+		res.add(CodeNotRegistered, kubeletSock, fmt.Sprintf("no plugin called Register on %s within %s", kubeletSock, o.Timeout),
+			ev(kubeletSock, "served from %s for %s", start.Format(time.RFC3339), o.Timeout))
+		return res, nil
+	}
+	// A second instance, or a retry, may follow.
+	regs = k.waitRegs(ctx, 1<<30, time.Now().Add(o.Grace))
+	byRes := map[string][]*registration{}
+	var names []string
+	for _, r := range regs {
+		n := r.req.ResourceName
+		if _, ok := byRes[n]; !ok {
+			names = append(names, n)
+		}
+		byRes[n] = append(byRes[n], r)
+	}
+	res.Resources = names
+	for _, name := range names {
+		rs := byRes[name]
+		t := &tester{o: o, res: res, subject: name}
+		last := t.registrationFindings(ctx, rs, start)
+		sock := filepath.Join(o.KubeletDir, last.req.Endpoint)
+		if t.contract(ctx, sock, last) && o.Reregister {
+			t.reregistration(ctx, k, name, len(k.registrations()))
+		} else if o.Reregister {
+			res.notRun("reregistered", name, "skipped: the plugin's endpoint did not answer the contract checks")
+		}
+	}
+	return res, nil
+}
+
+type tester struct {
+	o       TestOptions
+	res     *TestResult
+	subject string
+	crashed bool
+}
+
+// registrationFindings judges the Register calls of one resource and
+// returns the one the kubelet would use (the last accepted, else the
+// last).
+func (t *tester) registrationFindings(ctx context.Context, rs []*registration, start time.Time) *registration {
+	kubeletSock := filepath.Join(t.o.KubeletDir, KubeletSocket)
+	var accepted []*registration
+	for _, r := range rs {
+		if r.err == nil {
+			accepted = append(accepted, r)
+		}
+	}
+	last := rs[len(rs)-1]
+	if len(accepted) > 0 {
+		last = accepted[len(accepted)-1]
+	}
+	r := last
+	regEv := ev(kubeletSock, "Register{version %q, endpoint %q, resource %q, options %s} after %s", r.req.Version, r.req.Endpoint, r.req.ResourceName, optString(r.req.Options), r.at.Sub(start).Round(time.Millisecond))
+	switch {
+	case r.req.Version != pluginapi.Version:
+		t.res.add(CodeAPIVersion, t.subject, fmt.Sprintf("registered with API version %q; the kubelet supports %q only", r.req.Version, pluginapi.Version),
+			regEv, ev("", "the kubelet answers: %v", r.err))
+	case ValidateResourceName(r.req.ResourceName) != nil:
+		t.res.add(CodeResourceNameInvalid, t.subject, fmt.Sprintf("resource name %q is not a valid extended resource name", r.req.ResourceName),
+			regEv, ev("", "%v", ValidateResourceName(r.req.ResourceName)))
+	case r.dialErr != nil:
+		// Did it answer later? Then it registered before it served.
+		sock := filepath.Join(t.o.KubeletDir, r.req.Endpoint)
+		wctx, cancel := context.WithTimeout(ctx, t.o.Timeout)
+		err := waitDial(wctx, sock)
+		cancel()
+		if err == nil {
+			t.res.add(CodeRegisterBeforeServe, t.subject, fmt.Sprintf("Register came before %s answered; it answered only later", sock),
+				regEv, ev(sock, "did not accept a connection during Register: %v", r.dialErr), ev("", "the kubelet answers: %v", r.err))
+		} else {
+			t.res.add(CodeEndpointUnreachable, t.subject, fmt.Sprintf("the registered endpoint %s never answered", sock),
+				regEv, ev(sock, "%v", r.dialErr))
+		}
+	case r.err != nil:
+		t.res.add(CodeOptionsFailed, t.subject, "the kubelet would refuse the registration: "+r.err.Error(), regEv)
+	default:
+		t.res.add(CodeRegistered, t.subject, fmt.Sprintf("registered %s on %s", r.req.ResourceName, r.req.Endpoint), regEv)
+	}
+	eps := map[string]bool{}
+	var epList []string
+	for _, a := range accepted {
+		if !eps[a.req.Endpoint] {
+			eps[a.req.Endpoint] = true
+			epList = append(epList, a.req.Endpoint)
+		}
+	}
+	if len(epList) > 1 {
+		var e []report.Evidence
+		for _, a := range accepted {
+			e = append(e, ev(kubeletSock, "Register of %s from endpoint %s after %s", a.req.ResourceName, a.req.Endpoint, a.at.Sub(start).Round(time.Millisecond)))
+		}
+		t.res.add(CodeDuplicateRegistration, t.subject, fmt.Sprintf("%d endpoints registered %s: %s", len(epList), t.subject, strings.Join(epList, ", ")), e...)
+	}
+	// Registration -> first ListAndWatch, on the kubelet's own stream.
+	if last.lw != nil {
+		rs := last.lw.wait(ctx, 0, last.at.Add(t.o.Timeout))
+		if len(rs) > 0 {
+			last.firstLWT = rs[0].at.Sub(last.at)
+			t.res.Measurements = append(t.res.Measurements, Measurement{Name: "registration -> first ListAndWatch", Samples: []time.Duration{last.firstLWT}})
+		}
+	}
+	return last
+}
+
+func optString(o *pluginapi.DevicePluginOptions) string {
+	if o == nil {
+		return "{}"
+	}
+	return fmt.Sprintf("{preStartRequired %t, getPreferredAllocationAvailable %t}", o.PreStartRequired, o.GetPreferredAllocationAvailable)
+}
+
+// contract checks the plugin's calls on sock. It reports whether the
+// endpoint answered (so that later steps make sense).
+func (t *tester) contract(ctx context.Context, sock string, reg *registration) bool {
+	subj := t.subject
+	dctx, cancel := context.WithTimeout(ctx, t.o.Timeout)
+	err := waitDial(dctx, sock)
+	cancel()
+	if err != nil {
+		if reg == nil || reg.dialErr == nil {
+			t.res.add(CodeEndpointUnreachable, subj, fmt.Sprintf("%s does not accept connections", sock), ev(sock, "%v", err))
+		}
+		return false
+	}
+	conn, err := dialUnix(sock)
+	if err != nil {
+		t.res.add(CodeEndpointUnreachable, subj, fmt.Sprintf("%s: %v", sock, err), ev(sock, "%v", err))
+		return false
+	}
+	defer conn.Close()
+	c := pluginapi.NewDevicePluginClient(conn)
+	cctx, cancel := context.WithTimeout(ctx, t.o.Timeout)
+	opts, err := c.GetDevicePluginOptions(cctx, &pluginapi.Empty{})
+	cancel()
+	if err != nil {
+		t.res.add(CodeOptionsFailed, subj, "GetDevicePluginOptions: "+err.Error(), ev(sock, "%v", err))
+		return false
+	}
+	t.res.add(CodeOptionsOK, subj, "options "+optString(opts), ev(sock, "GetDevicePluginOptions: %s", optString(opts)))
+
+	lctx, lcancel := context.WithCancel(ctx)
+	defer lcancel()
+	lw := newRecorder()
+	connected := time.Now()
+	go lw.run(lctx, c)
+	rs := lw.wait(ctx, 0, connected.Add(t.o.Timeout))
+	if len(rs) == 0 {
+		_, lerr, _ := lw.state()
+		msg := fmt.Sprintf("no ListAndWatch response within %s", t.o.Timeout)
+		if lerr != nil {
+			msg = "ListAndWatch: " + lerr.Error()
+		}
+		t.res.add(CodeListAndWatchFailed, subj, msg, ev(sock, "%s", msg))
+		return true
+	}
+	if reg == nil {
+		t.res.Measurements = append(t.res.Measurements, Measurement{Name: "connection -> first ListAndWatch", Samples: []time.Duration{rs[0].at.Sub(connected)}})
+	}
+	devs := rs[0].devs
+	t.listFindings(sock, devs, reg, rs[0].at.Sub(connected))
+
+	// Watch for changes nobody made.
+	watchEnd := time.Now().Add(t.o.Watch)
+	for time.Now().Before(watchEnd) {
+		cur, _, done := lw.state()
+		if done || ctx.Err() != nil {
+			break
+		}
+		lw.wait(ctx, len(cur), watchEnd)
+	}
+	all, _, _ := lw.state()
+	if n, ids := transitions(all); n >= 2 {
+		t.res.add(CodeHealthFlapping, subj, fmt.Sprintf("%d health changes in %s without a trigger (%s)", n, t.o.Watch, strings.Join(ids, ", ")),
+			ev(sock, "%d ListAndWatch responses in %s", len(all), t.o.Watch))
+	}
+	latest := all[len(all)-1].devs
+
+	t.healthUpdate(ctx, lw, sock)
+	all, _, _ = lw.state()
+	latest = all[len(all)-1].devs
+
+	healthy := healthyIDs(latest)
+	if opts.GetPreferredAllocationAvailable {
+		t.preferredCheck(ctx, c, sock, healthy)
+	} else {
+		t.res.notRun("preferred", subj, "the plugin does not advertise GetPreferredAllocation")
+	}
+	allocated := t.allocateChecks(ctx, c, sock, healthy)
+	if t.crashed {
+		t.res.notRun("prestart", subj, "skipped: the plugin died during Allocate")
+		return false
+	}
+	if opts.PreStartRequired {
+		if len(allocated) == 0 {
+			t.res.notRun("prestart", subj, "no device was allocated to start a container with")
+		} else {
+			pctx, cancel := context.WithTimeout(ctx, min(t.o.Timeout, pluginapi.KubeletPreStartContainerRPCTimeoutInSecs*time.Second))
+			_, err := c.PreStartContainer(pctx, &pluginapi.PreStartContainerRequest{DevicesIds: allocated})
+			cancel()
+			if err != nil {
+				t.res.add(CodePreStartFailed, subj, "PreStartContainer "+strings.Join(allocated, ",")+": "+err.Error(), ev(sock, "%v", err))
+			} else {
+				t.res.add(CodePreStartOK, subj, "PreStartContainer "+strings.Join(allocated, ",")+" succeeded")
+			}
+		}
+	} else {
+		t.res.notRun("prestart", subj, "the plugin does not require PreStartContainer")
+	}
+	return true
+}
+
+func healthyIDs(devs []*pluginapi.Device) []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, d := range devs {
+		if d.Health == pluginapi.Healthy && d.ID != "" && !seen[d.ID] {
+			seen[d.ID] = true
+			out = append(out, d.ID)
+		}
+	}
+	return out
+}
+
+// transitions counts the health changes across responses, and which
+// devices changed.
+func transitions(rs []lwResp) (int, []string) {
+	n := 0
+	seen := map[string]bool{}
+	var ids []string
+	prev := map[string]string{}
+	for i, r := range rs {
+		cur := map[string]string{}
+		for _, d := range r.devs {
+			cur[d.ID] = d.Health
+		}
+		if i > 0 {
+			for id, h := range cur {
+				if p, ok := prev[id]; ok && p != h {
+					n++
+					if !seen[id] && len(ids) < 5 {
+						seen[id] = true
+						ids = append(ids, id)
+					}
+				}
+			}
+		}
+		prev = cur
+	}
+	return n, ids
+}
+
+func (t *tester) listFindings(sock string, devs []*pluginapi.Device, reg *registration, took time.Duration) {
+	subj := t.subject
+	if len(devs) == 0 {
+		t.res.add(CodeNoDevices, subj, "ListAndWatch lists no device: capacity 0", ev(sock, "first ListAndWatch response: 0 devices"))
+		return
+	}
+	bad := false
+	ids := map[string]int{}
+	healthy, unhealthy := 0, 0
+	var unhealthyIDs []string
+	for _, d := range devs {
+		ids[d.ID]++
+	}
+	for id, n := range ids {
+		switch {
+		case id == "":
+			t.res.add(CodeDeviceIDInvalid, subj, fmt.Sprintf("%d device(s) with an empty ID", n))
+			bad = true
+		case n > 1:
+			t.res.add(CodeDeviceIDDuplicate, subj+" "+id, fmt.Sprintf("device ID %q listed %d times: the kubelet counts it once", id, n))
+			bad = true
+		}
+		if len(id) > MaxDeviceIDLen {
+			t.res.add(CodeDeviceIDLong, subj+" "+truncate(id, 80), fmt.Sprintf("device ID of %d characters (the API documents at most %d)", len(id), MaxDeviceIDLen))
+			bad = true
+		}
+	}
+	hostNUMA, numaOK, numaErr := pci.NUMANodes(t.o.Root)
+	numaChecked := false
+	for _, d := range devs {
+		if !validHealth(d.Health) {
+			t.res.add(CodeHealthInvalid, subj+" "+d.ID, fmt.Sprintf("device %s has health %q: the kubelet counts it unhealthy", d.ID, d.Health))
+			bad = true
+		}
+		if d.Health == pluginapi.Healthy {
+			healthy++
+		} else {
+			unhealthy++
+			unhealthyIDs = append(unhealthyIDs, d.ID)
+		}
+		if d.Topology == nil {
+			continue
+		}
+		for _, n := range d.Topology.Nodes {
+			if n == nil {
+				continue
+			}
+			if !numaOK {
+				continue
+			}
+			numaChecked = true
+			if !slices.Contains(hostNUMA, int(n.ID)) {
+				t.res.add(CodeNUMAUnknown, subj+" "+d.ID, fmt.Sprintf("device %s names NUMA node %d; this host has %v", d.ID, n.ID, hostNUMA),
+					ev(pci.NodeOnlinePath, "%v", hostNUMA))
+				bad = true
+			}
+		}
+	}
+	if !numaChecked && hasTopology(devs) {
+		reason := "the host's NUMA nodes are unknown (" + pci.NodeOnlinePath + " absent)"
+		if numaErr != nil {
+			reason = "the host's NUMA nodes could not be read: " + numaErr.Error()
+		}
+		t.res.notRun("numa", subj, reason)
+	}
+	switch {
+	case healthy == 0:
+		t.res.add(CodeNoHealthyDevices, subj, fmt.Sprintf("all %d devices are Unhealthy: capacity %d, allocatable 0", len(devs), len(devs)),
+			ev(sock, "Unhealthy: %s", strings.Join(firstN(unhealthyIDs, 8), ", ")))
+		bad = true
+	case unhealthy > 0:
+		t.res.add(CodeDevicesUnhealthy, subj, fmt.Sprintf("%d of %d devices are Unhealthy", unhealthy, len(devs)),
+			ev(sock, "Unhealthy: %s", strings.Join(firstN(unhealthyIDs, 8), ", ")))
+	}
+	if !bad {
+		t.res.add(CodeListed, subj, fmt.Sprintf("%d devices listed (%d Healthy) after %s", len(devs), healthy, took.Round(time.Microsecond)),
+			ev(sock, "IDs: %s", strings.Join(firstN(sortedIDs(devs), 8), ", ")))
+	}
+}
+
+func hasTopology(devs []*pluginapi.Device) bool {
+	for _, d := range devs {
+		if d.Topology != nil && len(d.Topology.Nodes) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func sortedIDs(devs []*pluginapi.Device) []string {
+	var out []string
+	for _, d := range devs {
+		out = append(out, d.ID)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func firstN(s []string, n int) []string {
+	if len(s) <= n {
+		return s
+	}
+	return append(slices.Clone(s[:n]), fmt.Sprintf("... (%d more)", len(s)-n))
+}
+
+// healthUpdate pulls the trigger several times and times each change's
+// arrival on ListAndWatch. An even number of pulls leaves the device as
+// it was.
+func (t *tester) healthUpdate(ctx context.Context, lw *lwRecorder, sock string) {
+	if t.o.Trigger == nil {
+		reason := "no trigger: health-update latency is measured only against accel-doctor's mock"
+		if t.o.TriggerNote != "" {
+			reason = t.o.TriggerNote
+		}
+		t.res.notRun("health_update", t.subject, reason)
+		return
+	}
+	const rounds = 6
+	var samples []time.Duration
+	for i := 0; i < rounds; i++ {
+		before, _, _ := lw.state()
+		prev := healthMap(before[len(before)-1].devs)
+		at := time.Now()
+		if err := t.o.Trigger(ctx); err != nil {
+			t.res.notRun("health_update", t.subject, "the trigger failed: "+err.Error())
+			return
+		}
+		got := false
+		n := len(before)
+		for !got {
+			rs := lw.wait(ctx, n, at.Add(t.o.Timeout))
+			if len(rs) <= n {
+				break
+			}
+			for _, r := range rs[n:] {
+				if changed(prev, healthMap(r.devs)) {
+					samples = append(samples, r.at.Sub(at))
+					got = true
+					break
+				}
+			}
+			n = len(rs)
+		}
+		if !got {
+			t.res.add(CodeHealthNotReported, t.subject, fmt.Sprintf("a health change was triggered and ListAndWatch sent no update within %s", t.o.Timeout),
+				ev(sock, "%s", t.o.TriggerNote))
+			return
+		}
+	}
+	m := Measurement{Name: "health change -> ListAndWatch update", Samples: samples}
+	t.res.Measurements = append(t.res.Measurements, m)
+	t.res.add(CodeHealthUpdate, t.subject, fmt.Sprintf("health changes reached ListAndWatch in p50 %s, max %s (%d samples)", m.Percentile(50).Round(time.Microsecond), m.Percentile(100).Round(time.Microsecond), len(samples)),
+		ev(sock, "%s", t.o.TriggerNote))
+}
+
+func healthMap(devs []*pluginapi.Device) map[string]string {
+	m := make(map[string]string, len(devs))
+	for _, d := range devs {
+		m[d.ID] = d.Health
+	}
+	return m
+}
+
+func changed(a, b map[string]string) bool {
+	for id, h := range b {
+		if a[id] != h {
+			return true
+		}
+	}
+	return len(a) != len(b)
+}
+
+func (t *tester) preferredCheck(ctx context.Context, c pluginapi.DevicePluginClient, sock string, healthy []string) {
+	if len(healthy) == 0 {
+		t.res.notRun("preferred", t.subject, "no healthy device to choose from")
+		return
+	}
+	size := min(2, len(healthy))
+	must := healthy[len(healthy)-1:] // the last: a plugin that just takes the first N fails it
+	req := &pluginapi.PreferredAllocationRequest{ContainerRequests: []*pluginapi.ContainerPreferredAllocationRequest{{
+		AvailableDeviceIDs: healthy, MustIncludeDeviceIDs: must, AllocationSize: int32(size)}}}
+	pctx, cancel := context.WithTimeout(ctx, t.o.Timeout)
+	resp, err := c.GetPreferredAllocation(pctx, req)
+	cancel()
+	asked := ev(sock, "asked for %d of %s, must include %s", size, strings.Join(firstN(healthy, 8), ","), must[0])
+	if err != nil {
+		t.res.add(CodePreferredFailed, t.subject, "GetPreferredAllocation: "+err.Error(), asked, ev(sock, "%v", err))
+		return
+	}
+	var problems []string
+	if len(resp.ContainerResponses) != 1 {
+		problems = append(problems, fmt.Sprintf("%d container responses for 1 request", len(resp.ContainerResponses)))
+	} else {
+		got := resp.ContainerResponses[0].DeviceIDs
+		if len(got) != size {
+			problems = append(problems, fmt.Sprintf("%d devices for a size of %d", len(got), size))
+		}
+		if !slices.Contains(got, must[0]) {
+			problems = append(problems, "leaves out must-include "+must[0])
+		}
+		seen := map[string]bool{}
+		for _, id := range got {
+			if !slices.Contains(healthy, id) {
+				problems = append(problems, "names "+id+", which was not available")
+			}
+			if seen[id] {
+				problems = append(problems, "names "+id+" twice")
+			}
+			seen[id] = true
+		}
+		asked.Value += "; answered " + strings.Join(got, ",")
+	}
+	if len(problems) > 0 {
+		t.res.add(CodePreferredWrong, t.subject, "GetPreferredAllocation: "+strings.Join(problems, "; "), asked)
+		return
+	}
+	t.res.add(CodePreferredOK, t.subject, "GetPreferredAllocation honours the size and the must-include device", asked)
+}
+
+// allocateChecks times Allocate of healthy devices, judges the first
+// answer against the host, and returns the devices of that answer.
+func (t *tester) allocateChecks(ctx context.Context, c pluginapi.DevicePluginClient, sock string, healthy []string) []string {
+	subj := t.subject
+	if len(healthy) == 0 {
+		t.res.notRun("allocate", subj, "no healthy device to allocate")
+		return nil
+	}
+	var samples []time.Duration
+	var first *pluginapi.AllocateResponse
+	var firstIDs []string
+	budget := time.Now().Add(2 * time.Second)
+	for i := 0; i < t.o.AllocateSamples && (i == 0 || time.Now().Before(budget)); i++ {
+		ids := []string{healthy[i%len(healthy)]}
+		actx, cancel := context.WithTimeout(ctx, t.o.Timeout)
+		at := time.Now()
+		resp, err := c.Allocate(actx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: ids}}})
+		took := time.Since(at)
+		cancel()
+		if err != nil {
+			code := status.Code(err)
+			if code == codes.Unavailable && !answers(sock) {
+				t.crashed = true
+				t.res.add(CodeCrashed, subj, fmt.Sprintf("Allocate %s: the plugin died (%s); its socket no longer answers", ids[0], err), ev(sock, "%v", err))
+				return nil
+			}
+			msg := err.Error()
+			if code == codes.DeadlineExceeded {
+				msg = fmt.Sprintf("no answer within %s (%v)", t.o.Timeout, err)
+			}
+			t.res.add(CodeAllocateFailed, subj, fmt.Sprintf("Allocate %s: %s", ids[0], msg), ev(sock, "%v", err))
+			return nil
+		}
+		samples = append(samples, took)
+		if first == nil {
+			first, firstIDs = resp, ids
+		}
+	}
+	m := Measurement{Name: "Allocate", Samples: samples}
+	t.res.Measurements = append(t.res.Measurements, m)
+	t.judgeAllocate(sock, first, firstIDs, m)
+
+	// An ID that was never listed must be refused.
+	actx, cancel := context.WithTimeout(ctx, t.o.Timeout)
+	_, err := c.Allocate(actx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"accel-doctor-no-such-device"}}}})
+	cancel()
+	if err == nil {
+		t.res.add(CodeUnknownIDAccepted, subj, `Allocate of "accel-doctor-no-such-device", an ID never listed, succeeded`)
+	}
+	return firstIDs
+}
+
+func answers(sock string) bool {
+	c, err := net.DialTimeout("unix", sock, 500*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+func (t *tester) judgeAllocate(sock string, resp *pluginapi.AllocateResponse, ids []string, m Measurement) {
+	subj := t.subject
+	lat := ev("", "latency over %d calls: p50 %s, p99 %s", len(m.Samples), m.Percentile(50).Round(time.Microsecond), m.Percentile(99).Round(time.Microsecond))
+	if len(resp.ContainerResponses) != 1 {
+		t.res.add(CodeAllocateInvalid, subj, fmt.Sprintf("Allocate answered %d container responses for 1 request", len(resp.ContainerResponses)), lat)
+		return
+	}
+	cr := resp.ContainerResponses[0]
+	bad := false
+	var injects []report.Evidence
+	for _, d := range cr.Devices {
+		if d == nil {
+			continue
+		}
+		injects = append(injects, ev(d.HostPath, "device %s -> %s (%s)", d.HostPath, d.ContainerPath, d.Permissions))
+		if _, err := t.o.Root.Stat(d.HostPath); err != nil {
+			t.res.add(CodeAllocateHostMissing, subj+" "+d.HostPath, fmt.Sprintf("Allocate %s gives device %s, which this host lacks", ids[0], d.HostPath), ev(d.HostPath, "%s", shortErr(err)))
+			bad = true
+		}
+	}
+	for _, mt := range cr.Mounts {
+		if mt == nil {
+			continue
+		}
+		injects = append(injects, ev(mt.HostPath, "mount %s -> %s (read-only %t)", mt.HostPath, mt.ContainerPath, mt.ReadOnly))
+		if _, err := t.o.Root.Stat(mt.HostPath); err != nil {
+			t.res.add(CodeAllocateHostMissing, subj+" "+mt.HostPath, fmt.Sprintf("Allocate %s mounts %s, which this host lacks", ids[0], mt.HostPath), ev(mt.HostPath, "%s", shortErr(err)))
+			bad = true
+		}
+	}
+	names := make([]string, 0, len(cr.Envs))
+	for k := range cr.Envs {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		injects = append(injects, ev("", "env %s=%s", k, cr.Envs[k]))
+		switch p := envNameProblem(k); {
+		case p == "":
+		case k == "" || strings.ContainsAny(k, "=\x00"):
+			t.res.add(CodeAllocateEnvInvalid, subj, fmt.Sprintf("Allocate gives env %q: %s", k, p))
+			bad = true
+		default:
+			t.res.add(CodeAllocateEnvUnusual, subj, fmt.Sprintf("Allocate gives env %q: %s", k, p))
+		}
+	}
+	for _, cd := range cr.CdiDevices {
+		if cd == nil {
+			continue
+		}
+		injects = append(injects, ev("", "CDI device %s", cd.Name))
+		chk := cdi.Check(t.o.Root, cd.Name, cdi.Options{})
+		resolved := false
+		var why []report.Evidence
+		for _, f := range chk.Facts {
+			if f.Kind == cdi.KindDeviceResolved {
+				resolved = true
+			}
+			if f.Kind == cdi.KindDeviceUnresolved || f.Kind == cdi.KindDeviceNameInvalid || f.Kind == cdi.KindDeviceConflict {
+				for _, e := range f.Evidence {
+					why = append(why, report.Evidence{Path: e.Path, Value: e.Value})
+				}
+			}
+		}
+		if resolved {
+			t.res.add(CodeAllocateCDIResolved, subj+" "+cd.Name, fmt.Sprintf("CDI device %s resolves on this host", cd.Name))
+		} else {
+			t.res.add(CodeAllocateCDIUnresolved, subj+" "+cd.Name, fmt.Sprintf("CDI device %s does not resolve against this host's specs (%s)", cd.Name, strings.Join(chk.Dirs, ", ")), why...)
+			bad = true
+		}
+	}
+	if m.Percentile(99) > AllocateSlowThreshold*time.Millisecond {
+		t.res.add(CodeAllocateSlow, subj, fmt.Sprintf("Allocate p99 %s exceeds %d ms", m.Percentile(99).Round(time.Millisecond), AllocateSlowThreshold), lat)
+	}
+	if !bad {
+		t.res.add(CodeAllocateOK, subj, fmt.Sprintf("Allocate %s answered: %d device specs, %d mounts, %d envs, %d CDI devices", ids[0], len(cr.Devices), len(cr.Mounts), len(cr.Envs), len(cr.CdiDevices)),
+			append([]report.Evidence{lat}, injects...)...)
+	}
+}
+
+// reregistration recreates kubelet.sock, as a restarting kubelet does,
+// and waits for the resource to register again.
+func (t *tester) reregistration(ctx context.Context, k *fakeKubelet, name string, seen int) {
+	k.stop(false)
+	at := time.Now()
+	if err := k.start(); err != nil {
+		t.res.notRun("reregistered", name, "kubelet.sock could not be served again: "+err.Error())
+		return
+	}
+	for {
+		rs := k.waitRegs(ctx, seen, at.Add(t.o.Timeout))
+		if len(rs) <= seen {
+			t.res.add(CodeNoReregister, name, fmt.Sprintf("no Register of %s within %s of kubelet.sock being recreated", name, t.o.Timeout),
+				ev(filepath.Join(k.dir, KubeletSocket), "recreated at %s", at.Format(time.RFC3339Nano)))
+			return
+		}
+		for _, r := range rs[seen:] {
+			if r.req.ResourceName == name {
+				took := r.at.Sub(at)
+				t.res.Measurements = append(t.res.Measurements, Measurement{Name: "kubelet.sock recreated -> Register", Samples: []time.Duration{took}})
+				t.res.add(CodeReregistered, name, fmt.Sprintf("registered again %s after kubelet.sock was recreated", took.Round(time.Microsecond)),
+					ev(filepath.Join(k.dir, KubeletSocket), "Register from endpoint %s", r.req.Endpoint))
+				return
+			}
+		}
+		seen = len(rs)
+	}
+}
+
+func inode(fi os.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ino
+	}
+	return 0
+}
