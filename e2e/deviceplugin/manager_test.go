@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -264,4 +265,16 @@ func readCheckpoint(t *testing.T, k *harness.Kubelet) checkpoint {
 		t.Fatalf("%s: %v\n%s", harness.CheckpointFile, err, b)
 	}
 	return cp
+}
+
+// The binary the plugin scenarios will run (`accel-doctor plugin serve`,
+// `plugin mock`) is built from the product module above this one and runs
+// in the test's mount namespace.
+func TestAccelDoctorBinary(t *testing.T) {
+	harness.Start(t, harness.Options{}) // for its skip, and to run where the plugins will
+	bin := harness.AccelDoctor(t)
+	out, err := exec.Command(bin, "--version").CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "accel-doctor version ") {
+		t.Fatalf("%s --version: %v: %q", bin, err, out)
+	}
 }

@@ -59,15 +59,21 @@ func Main(m *testing.M) {
 			os.Exit(1)
 		}
 		inNamespace = true
-		os.Exit(m.Run())
+		code := m.Run()
+		removeBuilt()
+		os.Exit(code)
 	case os.Geteuid() != 0:
 		notRun = "needs root: the kubelet's device manager runs in a private mount namespace over " + KubeletDir
-		os.Exit(m.Run())
+		code := m.Run()
+		removeBuilt()
+		os.Exit(code)
 	}
 	code, err := runInNamespace()
 	if err != nil {
 		notRun = fmt.Sprintf("cannot run the tests in a private mount namespace: %v", err)
-		os.Exit(m.Run())
+		code := m.Run()
+		removeBuilt()
+		os.Exit(code)
 	}
 	os.Exit(code)
 }
