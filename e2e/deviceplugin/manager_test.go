@@ -205,7 +205,7 @@ func TestStubKubeletRestart(t *testing.T) {
 // allocation.
 func TestStubNoReregister(t *testing.T) {
 	k, p := startStub(t, 2)
-	p.reregister = false
+	p.noReregister.Store(true)
 	pod := harness.Pod("one", stubResource, 1)
 	if res := k.Admit(ctx(t), pod); !res.Admit {
 		t.Fatalf("admit: %s: %s", res.Reason, res.Message)

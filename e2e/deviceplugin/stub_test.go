@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,9 +32,9 @@ type stubPlugin struct {
 	dir      string // the kubelet's directory, by its path outside the namespace
 	resource string
 	endpoint string // the socket's name in dir
-	// reregister false is a plugin that registers once and never again:
-	// the "no re-registration after a kubelet restart" defect.
-	reregister bool
+	// noReregister is a plugin that registers once and never again: the
+	// "no re-registration after a kubelet restart" defect.
+	noReregister atomic.Bool
 
 	mu            sync.Mutex
 	ids           []string
@@ -50,7 +51,7 @@ type stubPlugin struct {
 
 func newStub(t testing.TB, dir, resource string, n int) *stubPlugin {
 	p := &stubPlugin{
-		t: t, dir: dir, resource: resource, reregister: true,
+		t: t, dir: dir, resource: resource,
 		endpoint:   strings.NewReplacer("/", "-", ".", "-").Replace(resource) + ".sock",
 		health:     map[string]string{},
 		changed:    make(chan struct{}),
@@ -91,7 +92,7 @@ func (p *stubPlugin) run() {
 				}
 				// A kubelet that starts wipes every socket in the
 				// directory, ours too, then listens on kubelet.sock.
-				if ev.Name == filepath.Join(p.dir, "kubelet.sock") && ev.Has(fsnotify.Create) && p.reregister {
+				if ev.Name == filepath.Join(p.dir, "kubelet.sock") && ev.Has(fsnotify.Create) && !p.noReregister.Load() {
 					if err := p.serve(); err != nil {
 						p.t.Errorf("stub: serve again: %v", err)
 						continue

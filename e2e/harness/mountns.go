@@ -166,7 +166,8 @@ func privateKubeletDir() error {
 	// making it on the host is not ours to do. Cover its nearest existing
 	// ancestor (normally /var/lib) with an overlay of itself whose upper
 	// layer is a tmpfs of this namespace, and make the path there: every
-	// other entry of the ancestor stays visible, read through.
+	// other entry of the ancestor stays visible, read through (mounts
+	// below it show the directories under them; nothing here needs them).
 	anc := filepath.Dir(KubeletDir)
 	for {
 		if fi, err := os.Stat(anc); err == nil && fi.IsDir() {
