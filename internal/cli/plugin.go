@@ -276,7 +276,7 @@ removed and it exits 0.`,
 	fl.DurationVar(&mc.Interval, "interval", time.Second, "flapping: the period of the health flips; duplicate: how often the first instance resends its list")
 	fl.DurationVar(&mc.Delay, "delay", 5*time.Second, "slow-allocate: how long Allocate takes")
 	fl.StringVar(&mc.Error, "error", "mock: allocation refused", "fail-allocate: the error Allocate returns")
-	fl.StringVar(&mc.Socket, "socket-name", "", "the socket's file name in --kubelet-dir (default accel-doctor-mock-<resource>.sock)")
+	fl.StringVar(&mc.Socket, "socket-name", "", "the socket's file name in --kubelet-dir (default accel-doctor-mock-<domain>_<name>.sock)")
 	return cmd
 }
 

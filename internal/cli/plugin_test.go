@@ -177,7 +177,7 @@ func TestPluginBinaryMockAndTest(t *testing.T) {
 	waitFile(t, filepath.Join(dir, deviceplugin.KubeletSocket))
 	mock := start(t, "plugin", "mock", "--kubelet-dir", dir, "--resource", "fake.example.com/gpu", "--devices", "2", "--mode", "healthy")
 	line := mock.waitLine(t, "REGISTERED ")
-	if want := "REGISTERED fake.example.com/gpu " + filepath.Join(dir, "accel-doctor-mock-fake.example.com-gpu.sock"); line != want {
+	if want := "REGISTERED fake.example.com/gpu " + filepath.Join(dir, "accel-doctor-mock-fake.example.com_gpu.sock"); line != want {
 		t.Errorf("ready line %q, want %q", line, want)
 	}
 	code, out := tester.wait(t)
@@ -339,7 +339,7 @@ func BenchmarkPluginServeRSS(b *testing.B) {
 		sc := bufio.NewScanner(out)
 		for sc.Scan() && !strings.HasPrefix(sc.Text(), "SERVING") {
 		}
-		sock := filepath.Join(kdir, "accel-doctor-example.com-accel.sock")
+		sock := filepath.Join(kdir, "accel-doctor-example.com_accel.sock")
 		conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			b.Fatal(err)

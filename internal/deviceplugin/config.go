@@ -292,9 +292,26 @@ func (e *ContainerEdits) validate() error {
 	return nil
 }
 
-// DefaultSocketName is accel-doctor-<resource with / as ->.sock.
+// DefaultSocketName is accel-doctor-<domain>_<name>.sock. The kubelet
+// keeps no record of which socket serves which resource, so the name
+// carries it, reversibly: an extended resource's domain is a DNS
+// subdomain, which has no "_", so the first "_" ends it (the name part
+// may hold "_" and "."). internal/kubelet reads the resource back from
+// this name (and from the mock's, MockSocketName).
 func DefaultSocketName(resource string) string {
-	return "accel-doctor-" + strings.ReplaceAll(resource, "/", "-") + ".sock"
+	return "accel-doctor-" + strings.Replace(resource, "/", "_", 1) + ".sock"
+}
+
+// MockSocketName is the mock's socket for its instance i (0 or 1):
+// accel-doctor-mock-<domain>_<name>.sock, and @2 before the suffix for
+// the second instance of the duplicate mode ("@" is in neither part of a
+// resource name).
+func MockSocketName(resource string, i int) string {
+	s := "accel-doctor-mock-" + strings.Replace(resource, "/", "_", 1)
+	if i > 0 {
+		s += fmt.Sprintf("@%d", i+1)
+	}
+	return s + ".sock"
 }
 
 // matchPCI reports whether a function's ids match (the driver is judged

@@ -105,7 +105,8 @@ type MockConfig struct {
 	// Error: fail-allocate's error text.
 	Error string
 	// Socket is the socket's file name (default
-	// accel-doctor-mock-<resource>.sock).
+	// MockSocketName; the duplicate mode's second instance adds "@2"
+	// before ".sock").
 	Socket string
 	// Crash is what crash-allocate does in the middle of Allocate
 	// (default: exit the process with status 3). CrashInProcess kills
@@ -146,7 +147,7 @@ func NewMock(kubeletDir string, mc MockConfig, opts Options) (*Mock, error) {
 		mc.Error = "mock: allocation refused"
 	}
 	if mc.Socket == "" {
-		mc.Socket = "accel-doctor-mock-" + strings.ReplaceAll(mc.Resource, "/", "-") + ".sock"
+		mc.Socket = MockSocketName(mc.Resource, 0)
 	}
 	if !strings.HasSuffix(mc.Socket, ".sock") || strings.ContainsRune(mc.Socket, '/') || mc.Socket == KubeletSocket {
 		return nil, fmt.Errorf("socket %q must be a file name ending in .sock, not kubelet.sock", mc.Socket)
@@ -166,7 +167,7 @@ func NewMock(kubeletDir string, mc MockConfig, opts Options) (*Mock, error) {
 	for i := range instances {
 		prefix, socket := "mock-", mc.Socket
 		if i == 1 {
-			prefix, socket = "mockb-", strings.TrimSuffix(mc.Socket, ".sock")+"-b.sock"
+			prefix, socket = "mockb-", strings.TrimSuffix(mc.Socket, ".sock")+"@2.sock"
 		}
 		n := mc.Devices
 		if mc.Mode == ModeZeroDevices {

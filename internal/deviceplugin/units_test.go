@@ -163,7 +163,7 @@ func TestParseConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := c.Resources[0]
-	if r.Socket != "accel-doctor-example.com-gpu.sock" || r.Container.Permissions != "rw" || c.CDISpecDir != DefaultCDISpecDir || c.RescanInterval != Duration(DefaultRescanInterval) {
+	if r.Socket != "accel-doctor-example.com_gpu.sock" || r.Container.Permissions != "rw" || c.CDISpecDir != DefaultCDISpecDir || c.RescanInterval != Duration(DefaultRescanInterval) {
 		t.Errorf("defaults: %+v %+v", c, r)
 	}
 	if !r.Selector.PCI.match(0x10de, 0x2330, 0x030200) || r.Selector.PCI.match(0x10de, 0x22a3, 0x068000) || r.Selector.PCI.match(0x1002, 0x740f, 0x030200) {
@@ -321,6 +321,24 @@ func TestExampleAMDResource(t *testing.T) {
 	for _, d := range p.monitor.Devices(0) {
 		if d.Health != "Healthy" {
 			t.Errorf("%s: %s %s", d.ID, d.Health, d.Reason)
+		}
+	}
+}
+
+// TestSocketNamesReadBack holds the naming convention to what
+// internal/kubelet reads back from a socket's name: check relies on it to
+// tell which resource each socket serves, and so to see two instances of
+// one resource.
+func TestSocketNamesReadBack(t *testing.T) {
+	for _, r := range []string{"example.com/gpu", "fake.example.com/a_b.c", "x/y"} {
+		for name, want := range map[string]string{
+			DefaultSocketName(r): "accel-doctor-" + strings.Replace(r, "/", "_", 1) + ".sock",
+			MockSocketName(r, 0): "accel-doctor-mock-" + strings.Replace(r, "/", "_", 1) + ".sock",
+			MockSocketName(r, 1): "accel-doctor-mock-" + strings.Replace(r, "/", "_", 1) + "@2.sock",
+		} {
+			if name != want {
+				t.Errorf("%s: got %q, want %q", r, name, want)
+			}
 		}
 	}
 }

@@ -87,6 +87,10 @@ func TestResourceFromSocketName(t *testing.T) {
 		"kubelet.sock":              "",
 		"sriovNet.sock":             "",
 		"accel-doctor-example.sock": "",
+		// internal/deviceplugin's DefaultSocketName and MockSocketName
+		"accel-doctor-example.com_gpu.sock":           "example.com/gpu",
+		"accel-doctor-mock-fake.example.com_gpu.sock": "fake.example.com/gpu",
+		"accel-doctor-mock-example.com_a_b.c@2.sock":  "example.com/a_b.c",
 	} {
 		if got, _ := resourceFromSocketName(name); got != want {
 			t.Errorf("%s: %q, want %q", name, got, want)

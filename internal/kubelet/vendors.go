@@ -92,7 +92,9 @@ func (v VendorPlugin) MatchesResource(resource string) bool {
 }
 
 var (
-	nvidiaSocket = regexp.MustCompile(`^nvidia-([a-z0-9][a-z0-9.-]*)\.sock$`)
+	// internal/deviceplugin's DefaultSocketName and MockSocketName.
+	accelDoctorSocket = regexp.MustCompile(`^accel-doctor-(mock-)?([a-z0-9-]+(?:\.[a-z0-9-]+)*)_([A-Za-z0-9][A-Za-z0-9_.-]*?)(?:@[0-9]+)?\.sock$`)
+	nvidiaSocket      = regexp.MustCompile(`^nvidia-([a-z0-9][a-z0-9.-]*)\.sock$`)
 	// DNS-1123 subdomain, dash, name, ".sock": Intel's dpapi.
 	intelSocket = regexp.MustCompile(`^([a-z0-9-]+(?:\.[a-z0-9-]+)+)-([a-z0-9][a-z0-9_.]*)\.sock$`)
 	// kubevirt device-plugin-manager: namespace "_" name, no suffix.
@@ -103,6 +105,11 @@ var (
 // conventions of the plugins in VendorPlugins. It is a hint: any plugin
 // may name its socket as it likes.
 func resourceFromSocketName(name string) (resource, hint string) {
+	// accel-doctor's own first: its names would also fit the patterns
+	// below, wrongly.
+	if m := accelDoctorSocket.FindStringSubmatch(name); m != nil {
+		return m[2] + "/" + m[3], `accel-doctor's plugin or mock, "accel-doctor-[mock-]<domain>_<name>[@<instance>].sock"`
+	}
 	if m := nvidiaSocket.FindStringSubmatch(name); m != nil {
 		return "nvidia.com/" + m[1], `NVIDIA k8s-device-plugin's "nvidia-<name>.sock"`
 	}
