@@ -11,6 +11,8 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	kjson "sigs.k8s.io/json"
+
 	"github.com/accel-doctor/accel-doctor/internal/report"
 )
 
@@ -155,7 +157,10 @@ func (l *linter) object(source, where string, line int, j []byte, depth int) {
 		specPath string
 		err      error
 	)
-	decode := func(v any) error { return json.Unmarshal(j, v) }
+	// Field names are matched case-sensitively, as the API server's
+	// decoder does (apimachinery's json serializer uses sigs.k8s.io/json):
+	// a "Resources:" key is unknown there, and so it is here.
+	decode := func(v any) error { return kjson.UnmarshalCaseSensitivePreserveInts(j, v) }
 	switch gvk {
 	case "v1/Pod":
 		var o corev1.Pod
