@@ -5,11 +5,11 @@ import "github.com/accel-doctor/accel-doctor/internal/report"
 // Code is one lint rule's catalog entry: what `accel-doctor explain CODE`
 // prints and what docs/lint.md tabulates.
 //
-// The statuses follow one policy. FAIL: the API server rejects the object,
-// or the container cannot use the device the manifest gives it (the kernel
-// refuses the open). WARN: the object runs, but isolation or scheduling is
+// The statuses follow one policy. FAIL: the API server (or kubectl)
+// rejects the object, which the manifest alone decides. WARN: the object runs, but isolation or scheduling is
 // not what the manifest says, or the outcome depends on something an
-// offline linter cannot see (a taint, the runtime's configuration). PASS:
+// offline linter cannot see (a taint, the node's runtime and its hooks, the
+// image's environment). PASS:
 // no rule fired. NOT_RUN: the document was not a workload the rules read.
 type Code struct {
 	Code        string
@@ -153,19 +153,24 @@ same input; whether both drivers run on a node needs the API server. Hence WARN.
 	Remediation: "Ask through one mechanism: keep the DRA claim and remove the device-plugin resource from resources.limits, or the other way round.",
 }, {
 	Code:   CodeHostPathDevice,
-	Status: report.Fail,
-	Title:  "an unprivileged container mounts an accelerator device node by hostPath: the node is visible, open() fails with EPERM",
+	Status: report.Warn,
+	Title:  "an unprivileged container mounts an accelerator device node by hostPath and requests no device: the node is visible, its open() is refused",
 	Explain: `A hostPath volume bind-mounts the node's file; it adds no device to the
 container. The device cgroup (cgroup v1 devices.allow, or the cgroup v2
-BPF_CGROUP_DEVICE program runc attaches) allows only the runtime's default
-devices (null, zero, full, random, urandom, tty, ptmx, pts) and those a device
-plugin, a DRA driver or CDI asked for; opening any other char device is refused
-by the kernel (security/device_cgroup.c, devcgroup_check_permission) with EPERM.
-The container sees /dev/nvidia0 (or /dev/dri/renderD128, /dev/kfd, /dev/vfio/N,
-/dev/accel/accel0, /dev/neuron0) and cannot use it: the layer-4 failure this tool
-diagnoses on a running container. The container requests no device resource and
-no DRA claim that could have allowed it.`,
-	Remediation: "Remove the hostPath volume and request the device resource (resources.limits, or a DRA claim): the plugin or the driver adds the node and its cgroup rule. `accel-doctor check --layer cgroup` on the node shows the rule that is missing.",
+BPF_CGROUP_DEVICE program runc attaches) allows the runtime's default devices
+(null, zero, full, random, urandom, tty, ptmx, pts; runc's specconv
+AllowedDevices) and those a device plugin, a DRA driver or CDI asked for; the
+kernel refuses the open of any other char device with EPERM
+(security/device_cgroup.c, devcgroup_check_permission). The container sees
+/dev/nvidia0 (or /dev/dri/renderD128, /dev/kfd, /dev/vfio/N, /dev/accel/accel0,
+/dev/neuron0) and cannot use it: the layer-4 failure this tool diagnoses on a
+running container. It is a WARN, not a FAIL, because one thing lint cannot see
+changes the outcome: a vendor runtime hook on the node (the NVIDIA container
+runtime in legacy mode, when it is the node's default runtime and the image's
+NVIDIA_VISIBLE_DEVICES asks for GPUs; the Habana and Neuron hooks likewise) adds
+the cgroup rule itself. Then the open works, and the container uses devices the
+scheduler never gave it. Either way the manifest does not say what it means.`,
+	Remediation: "Remove the hostPath volume and request the device resource (resources.limits, or a DRA claim): the plugin or the driver adds the node and its cgroup rule. On a running pod, `accel-doctor container --pod NAMESPACE/NAME` on its node shows the device rule that is missing.",
 }, {
 	Code:   CodeHostPathDeviceBeside,
 	Status: report.Warn,
