@@ -92,9 +92,9 @@ UUIDs. A container that sets it itself, without requesting nvidia.com/gpu or a D
 claim, gets those GPUs on whatever node it lands on, and the scheduler counts
 nothing: it shares, unaccounted, GPUs given to other pods. Whether it works depends
 on the node, which lint cannot see: a toolkit configured with
-accept-nvidia-visible-devices-envvar-when-unprivileged = false, or a node that
-injects devices only through CDI, ignores the variable for unprivileged
-containers. Hence WARN. The values "void", "none" and "" ask for no GPU and are
+accept-nvidia-visible-devices-envvar-when-unprivileged = false ignores the
+variable for unprivileged containers, and a node whose runtime is plain runc
+(devices injected through CDI only) ignores it altogether. Hence WARN. The values "void", "none" and "" ask for no GPU and are
 not flagged. Agents that watch every GPU (exporters, validators) set it on
 purpose; they are usually privileged and say so.`,
 	Remediation: "Request the GPU instead (resources.limits nvidia.com/gpu: 1, or a DRA claim) and remove NVIDIA_VISIBLE_DEVICES: the device plugin sets it to the GPUs it allocated.",
@@ -143,11 +143,10 @@ none. Lint cannot see the taints offline, hence WARN.`,
 	Title:  "the pod asks for the same vendor's devices through a device-plugin resource and a DRA claim",
 	Explain: `The device plugin (extended resources such as nvidia.com/gpu) and a DRA
 driver (ResourceClaims of a DeviceClass such as gpu.nvidia.com) each allocate the
-node's devices with their own bookkeeping; neither knows what the other gave out.
-NVIDIA's DRA driver documentation requires its GPU kubelet plugin and the GPU
-device plugin not to manage the same GPUs on a node. A pod asking through both
-either gets two allocations of devices that may overlap or, where a node runs only
-one of them, fits no node. Lint matches the claim's DeviceClass to a vendor only
+node's devices with their own bookkeeping; neither knows what the other gave out,
+so a node where both manage the same GPUs can hand one GPU to two pods. A pod
+asking through both needs a node that runs both for the same vendor: it gets two
+allocations that may overlap there, and fits no node that runs only one of them. Lint matches the claim's DeviceClass to a vendor only
 when its ResourceClaim or ResourceClaimTemplate (resource.k8s.io/v1) is in the
 same input; whether both drivers run on a node needs the API server. Hence WARN.`,
 	Remediation: "Ask through one mechanism: keep the DRA claim and remove the device-plugin resource from resources.limits, or the other way round.",
