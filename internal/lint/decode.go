@@ -135,6 +135,17 @@ func isMarker(l []byte, m string) bool {
 func splitJSON(data []byte) []document {
 	var docs []document
 	dec := json.NewDecoder(bytes.NewReader(data))
+	// Lines are counted on from the previous value, not from the start:
+	// a stream of many small values stays linear.
+	counted, line := 0, 1
+	lineAt := func(off int) int {
+		off = min(off, len(data))
+		if off > counted {
+			line += bytes.Count(data[counted:off], []byte{'\n'})
+			counted = off
+		}
+		return line
+	}
 	for {
 		// The value starts after the whitespace before it.
 		off := int(dec.InputOffset())
@@ -146,13 +157,13 @@ func splitJSON(data []byte) []document {
 		if err == io.EOF {
 			return docs
 		}
-		d := document{Index: len(docs) + 1, Line: lineAt(data, off), JSON: true}
+		d := document{Index: len(docs) + 1, Line: lineAt(off), JSON: true}
 		if err != nil {
 			// A syntax error leaves the decoder lost: the rest of the
 			// stream is not read, and the finding says so.
 			var se *json.SyntaxError
 			if errors.As(err, &se) {
-				d.Line = lineAt(data, int(se.Offset))
+				d.Line = lineAt(int(se.Offset))
 			}
 			d.Err = fmt.Errorf("%w (the rest of the input was not read)", err)
 			return append(docs, d)
@@ -163,14 +174,6 @@ func splitJSON(data []byte) []document {
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
-
-// lineAt is the line (from 1) of byte offset off.
-func lineAt(data []byte, off int) int {
-	if off > len(data) {
-		off = len(data)
-	}
-	return bytes.Count(data[:off], []byte{'\n'}) + 1
-}
 
 // yamlLine finds the parser's "line N" in an error.
 var yamlLine = regexp.MustCompile(`line (\d+)`)
