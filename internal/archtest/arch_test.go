@@ -31,7 +31,8 @@ var allowed = map[string][]string{
 	"topo":     {"hostfs", "pci"},
 	"fixture":  {"hostfs", "pci", "kubelet"}, // pci.ConfigSpec encodes the trees' config spaces; kubelet their kubelet captures
 	"demo":     {"hostfs"},
-	"diagnose": {"hostfs", "report", "pci", "driver", "devnode", "cgroup", "probe", "runtime", "cdi", "iommu", "kubelet"},
+	"diagnose": {"hostfs", "report", "pci", "driver", "devnode", "cgroup", "probe", "runtime", "cdi", "iommu", "kubelet", "lint"},
+	"lint":     {"report"}, // manifests only (bytes in, findings out); diagnose reads its catalog for explain
 	// deviceplugin sits beside diagnose: a writer (its sockets, its CDI
 	// spec) that reads devices through the readers and reports findings.
 	"deviceplugin": {"hostfs", "pci", "devnode", "cdi", "report"},

@@ -103,7 +103,10 @@ func TestPluginTestFindsEachMockDefect(t *testing.T) {
 				t.Fatal(err)
 			}
 			m.CrashInProcess() // the server dies, the test does not
-			o := TestOptions{KubeletDir: dir, Timeout: 3 * time.Second, Watch: 700 * time.Millisecond, Root: hostWithNUMA0(t),
+			// 6 s: eleven modes run at once, and on a loaded machine a mock can take
+			// seconds to reach its first Register (register-before-serve then waits
+			// out the dial-back too).
+			o := TestOptions{KubeletDir: dir, Timeout: 6 * time.Second, Watch: 700 * time.Millisecond, Root: hostWithNUMA0(t),
 				Reregister: true, Trigger: func(context.Context) error { return m.ToggleHealth("") }, TriggerNote: "the mock's ToggleHealth"}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})

@@ -1,0 +1,160 @@
+package cli
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/accel-doctor/accel-doctor/internal/lint"
+	"github.com/accel-doctor/accel-doctor/internal/report"
+)
+
+func newLintCmd(g *globals) *cobra.Command {
+	var (
+		files     []string
+		recursive bool
+		verbose   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "lint -f FILE|DIR|- [-f ...]",
+		Short: "Check workload manifests for accelerator mistakes before they run (offline, read-only)",
+		Long: `lint reads Kubernetes manifests (YAML or JSON, several documents per file, List
+kinds too) and checks every Pod, Deployment, StatefulSet, DaemonSet, ReplicaSet,
+Job and CronJob for the accelerator mistakes that otherwise show up as a rejected
+pod, a Pending pod or a container that sees the wrong devices: extended resources
+whose requests and limits differ, NVIDIA_VISIBLE_DEVICES without a GPU request,
+privileged GPU containers, an NVIDIA RuntimeClass without a GPU, a GPU request
+without a toleration, a device-plugin resource beside a DRA claim of the same
+vendor, hostPath mounts of device nodes, VFIO without CAP_IPC_LOCK.
+
+It is offline: it reads only the files given (-f FILE, -f DIR for its *.yaml,
+*.yml and *.json files, -R to descend, -f - for stdin) and asks no API server, so
+what needs the cluster (does the RuntimeClass exist, which taints do the GPU nodes
+carry) is left out, and the rules that depend on it are WARN. A document of a
+kind lint does not read is reported as skipped (NOT_RUN). docs/lint.md lists the
+rules; accel-doctor explain LINT_... prints one.
+
+Exit status: 1 when a rule FAILs, 0 otherwise, 2 on a usage error or when no
+document could be judged (empty input, or only kinds lint does not read).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(files) == 0 {
+				return usageErr("lint needs -f FILE, -f DIR or -f - (stdin)")
+			}
+			inputs, err := readLintInputs(cmd, files, recursive)
+			if err != nil {
+				return err
+			}
+			res := lint.Lint(inputs)
+			names := make([]string, len(inputs))
+			for i, in := range inputs {
+				names[i] = in.Name
+			}
+			rep := &report.Report{
+				SchemaVersion: report.SchemaVersion, Tool: "accel-doctor " + Version, Command: "lint",
+				Source: "manifests " + strings.Join(names, ", "), Generated: time.Now().UTC(),
+				Layers: []report.Layer{report.LayerKube}, Devices: []report.Device{}, Findings: res.Findings,
+			}
+			if rep.Findings == nil {
+				rep.Findings = []report.Finding{}
+			}
+			rep.Decide()
+			if err := g.render(rep, verbose); err != nil {
+				return err
+			}
+			if g.output == "text" {
+				fmt.Fprintf(g.stdout, "\n%d document(s) read: %d workload(s) linted, %d skipped, %d malformed.\n",
+					res.Documents, res.Workloads, res.Skipped, res.Malformed)
+			}
+			if c := rep.ExitCode(); c != 0 {
+				return &exitError{code: c, err: errFailFound}
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringArrayVarP(&files, "filename", "f", nil, "a manifest file, a directory of them, or - for stdin (repeatable)")
+	fl.BoolVarP(&recursive, "recursive", "R", false, "with -f DIR: read its subdirectories too")
+	fl.BoolVarP(&verbose, "verbose", "v", false, "text output: list every workload, the clean ones too")
+	g.addOutputFlag(cmd)
+	return cmd
+}
+
+// readLintInputs reads the -f arguments: files, directories (their
+// *.yaml, *.yml and *.json, in name order, as kubectl -f DIR does), and
+// stdin once. A path that cannot be read is a usage error: nothing was
+// linted, and a partial verdict over the others would mislead.
+func readLintInputs(cmd *cobra.Command, args []string, recursive bool) ([]lint.Input, error) {
+	var inputs []lint.Input
+	stdin := false
+	for _, a := range args {
+		if a == "-" {
+			if stdin {
+				return nil, usageErr("-f - given twice: stdin is read once")
+			}
+			stdin = true
+			in, err := lint.ReadInput("-", cmd.InOrStdin())
+			if err != nil {
+				return nil, usageErr("%v", err)
+			}
+			inputs = append(inputs, in)
+			continue
+		}
+		st, err := os.Stat(a)
+		if err != nil {
+			return nil, usageErr("%v", err)
+		}
+		paths := []string{a}
+		if st.IsDir() {
+			if paths, err = manifestFiles(a, recursive); err != nil {
+				return nil, usageErr("%v", err)
+			}
+			if len(paths) == 0 {
+				return nil, usageErr("%s holds no *.yaml, *.yml or *.json file", a)
+			}
+		}
+		for _, p := range paths {
+			f, err := os.Open(p)
+			if err != nil {
+				return nil, usageErr("%v", err)
+			}
+			in, err := lint.ReadInput(p, f)
+			f.Close()
+			if err != nil {
+				return nil, usageErr("%v", err)
+			}
+			inputs = append(inputs, in)
+		}
+	}
+	return inputs, nil
+}
+
+func manifestFiles(dir string, recursive bool) ([]string, error) {
+	var out []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p != dir && !recursive {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch strings.ToLower(filepath.Ext(p)) {
+		case ".yaml", ".yml", ".json":
+			if d.Type().IsRegular() {
+				out = append(out, p)
+			}
+		}
+		return nil
+	})
+	sort.Strings(out)
+	return out, err
+}

@@ -1,0 +1,274 @@
+package lint
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kjson "sigs.k8s.io/json"
+
+	"github.com/accel-doctor/accel-doctor/internal/report"
+)
+
+// CheckID is the Check of every lint finding.
+const CheckID = "lint"
+
+// Result is what Lint found.
+type Result struct {
+	Findings  []report.Finding
+	Documents int // documents read (empty ones are not counted)
+	Workloads int // objects with a pod template that the rules read
+	Skipped   int // documents or List items of kinds lint does not read
+	Malformed int // documents that did not parse or decode
+}
+
+// workload is one pod template and where it came from.
+type workload struct {
+	source   string // "FILE, document N, line L"
+	subject  string // "Deployment ns/name"
+	spec     *corev1.PodSpec
+	specPath string // the field path of spec in the object
+	ns       string
+}
+
+type item struct {
+	f *report.Finding
+	w *workload
+}
+
+// claimKey names a ResourceClaim or ResourceClaimTemplate of the input.
+type claimKey struct{ kind, ns, name string }
+
+type linter struct {
+	res *Result
+	// items are the documents' outcomes in input order: a finding of the
+	// document itself (malformed, skipped), or a workload to lint.
+	items []item
+	// classes are the DeviceClass names each claim (or claim template)
+	// of the input asks for.
+	classes map[claimKey][]string
+}
+
+// Lint reads every input's documents and runs the rules on each workload.
+// It never fails: what cannot be read is a finding.
+func Lint(inputs []Input) *Result {
+	l := &linter{res: &Result{}, classes: map[claimKey][]string{}}
+	for _, in := range inputs {
+		for _, d := range splitDocuments(in.Data) {
+			l.document(in.Name, d)
+		}
+	}
+	// The rules run after every document is read: a pod's claim template
+	// may come later in the input than the pod.
+	for _, it := range l.items {
+		if it.f != nil {
+			l.res.Findings = append(l.res.Findings, *it.f)
+			continue
+		}
+		before := len(l.res.Findings)
+		l.rules(*it.w)
+		if len(l.res.Findings) == before {
+			l.add(*it.w, CodeClean, fmt.Sprintf("%d container(s) read, no rule fired", countContainers(it.w.spec)), nil)
+		}
+	}
+	return l.res
+}
+
+func (l *linter) document(file string, d document) {
+	l.res.Documents++
+	where := fmt.Sprintf("%s, document %d", file, d.Index)
+	if d.Err != nil {
+		l.malformed(where, d.Line, d.Err)
+		return
+	}
+	if len(d.Data) > MaxDocumentBytes {
+		l.res.Malformed++
+		l.emit(finding(CodeDocumentTooLarge, where,
+			fmt.Sprintf("%d bytes, over the %d the API server accepts: not parsed", len(d.Data), MaxDocumentBytes),
+			[]report.Evidence{{Path: "source", Value: fmt.Sprintf("%s, line %d", where, d.Line)}}))
+		return
+	}
+	j, ok, err := toJSON(d)
+	if err != nil {
+		line, err := errorLine(d, err)
+		l.malformed(where, line, err)
+		return
+	}
+	if !ok {
+		l.res.Documents-- // YAML null: an empty document
+		return
+	}
+	l.object(fmt.Sprintf("%s, line %d", where, d.Line), where, d.Line, j, 0)
+}
+
+func (l *linter) malformed(where string, line int, err error) {
+	l.res.Malformed++
+	l.emit(finding(CodeDocumentMalformed, where, fmt.Sprintf("line %d: %v", line, err),
+		[]report.Evidence{{Path: "source", Value: fmt.Sprintf("%s, line %d", where, line)}}))
+}
+
+func (l *linter) emit(f report.Finding) { l.items = append(l.items, item{f: &f}) }
+
+// typeMeta is what decides how a document is decoded.
+type typeMeta struct {
+	APIVersion string          `json:"apiVersion"`
+	Kind       string          `json:"kind"`
+	Items      json.RawMessage `json:"items"` // decoded for Lists only: a custom resource may have its own "items"
+}
+
+// object decodes one object (a document, or an item of a List).
+func (l *linter) object(source, where string, line int, j []byte, depth int) {
+	var tm typeMeta
+	if err := json.Unmarshal(j, &tm); err != nil {
+		l.malformed(where, line, fmt.Errorf("not an object of kind and apiVersion: %v", err))
+		return
+	}
+	if tm.Kind == "" {
+		l.malformed(where, line, fmt.Errorf("no kind: kubectl refuses it (\"Object 'Kind' is missing\")"))
+		return
+	}
+	gvk := tm.APIVersion + "/" + tm.Kind
+	if tm.Kind == "List" || (strings.HasSuffix(tm.Kind, "List") && tm.Items != nil) {
+		if depth >= maxListDepth {
+			l.malformed(where, line, fmt.Errorf("Lists nested deeper than %d", maxListDepth))
+			return
+		}
+		var items []json.RawMessage
+		if tm.Items != nil {
+			if err := json.Unmarshal(tm.Items, &items); err != nil {
+				l.malformed(where, line, fmt.Errorf("%s: items is not a list: %v", tm.Kind, err))
+				return
+			}
+		}
+		for i, it := range items {
+			l.object(fmt.Sprintf("%s, item %d", source, i), fmt.Sprintf("%s, item %d", where, i), line, it, depth+1)
+		}
+		return
+	}
+	var (
+		meta     metav1.ObjectMeta
+		spec     *corev1.PodSpec
+		specPath string
+		err      error
+	)
+	// Field names are matched case-sensitively, as the API server's
+	// decoder does (apimachinery's json serializer uses sigs.k8s.io/json):
+	// a "Resources:" key is unknown there, and so it is here.
+	decode := func(v any) error { return kjson.UnmarshalCaseSensitivePreserveInts(j, v) }
+	switch gvk {
+	case "v1/Pod":
+		var o corev1.Pod
+		err, meta, spec, specPath = decode(&o), o.ObjectMeta, &o.Spec, "spec"
+	case "apps/v1/Deployment":
+		var o appsv1.Deployment
+		err, meta, spec, specPath = decode(&o), o.ObjectMeta, &o.Spec.Template.Spec, "spec.template.spec"
+	case "apps/v1/StatefulSet":
+		var o appsv1.StatefulSet
+		err, meta, spec, specPath = decode(&o), o.ObjectMeta, &o.Spec.Template.Spec, "spec.template.spec"
+	case "apps/v1/DaemonSet":
+		var o appsv1.DaemonSet
+		err, meta, spec, specPath = decode(&o), o.ObjectMeta, &o.Spec.Template.Spec, "spec.template.spec"
+	case "apps/v1/ReplicaSet":
+		var o appsv1.ReplicaSet
+		err, meta, spec, specPath = decode(&o), o.ObjectMeta, &o.Spec.Template.Spec, "spec.template.spec"
+	case "batch/v1/Job":
+		var o batchv1.Job
+		err, meta, spec, specPath = decode(&o), o.ObjectMeta, &o.Spec.Template.Spec, "spec.template.spec"
+	case "batch/v1/CronJob":
+		var o batchv1.CronJob
+		err, meta, spec, specPath = decode(&o), o.ObjectMeta, &o.Spec.JobTemplate.Spec.Template.Spec, "spec.jobTemplate.spec.template.spec"
+	case "resource.k8s.io/v1/ResourceClaim":
+		var o resourcev1.ResourceClaim
+		if err := decode(&o); err != nil {
+			l.malformed(where, line, fmt.Errorf("%s: %v", tm.Kind, err))
+			return
+		}
+		l.classes[claimKey{"ResourceClaim", o.Namespace, o.Name}] = deviceClasses(o.Spec)
+		return
+	case "resource.k8s.io/v1/ResourceClaimTemplate":
+		var o resourcev1.ResourceClaimTemplate
+		if err := decode(&o); err != nil {
+			l.malformed(where, line, fmt.Errorf("%s: %v", tm.Kind, err))
+			return
+		}
+		l.classes[claimKey{"ResourceClaimTemplate", o.Namespace, o.Name}] = deviceClasses(o.Spec.Spec)
+		return
+	default:
+		l.skipped(source, tm, j)
+		return
+	}
+	if err != nil {
+		l.malformed(where, line, fmt.Errorf("%s: %v", tm.Kind, err))
+		return
+	}
+	l.res.Workloads++
+	l.items = append(l.items, item{w: &workload{source: source, subject: subjectOf(tm.Kind, meta), spec: spec, specPath: specPath, ns: meta.Namespace}})
+}
+
+func (l *linter) skipped(source string, tm typeMeta, j []byte) {
+	l.res.Skipped++
+	var o struct {
+		Metadata metav1.ObjectMeta `json:"metadata"`
+	}
+	_ = json.Unmarshal(j, &o) // the name is for the subject only; a bad one leaves it empty
+	f := finding(CodeKindSkipped, subjectOf(tm.Kind, o.Metadata),
+		fmt.Sprintf("%s %s is not a workload lint reads: not judged", tm.APIVersion, tm.Kind),
+		[]report.Evidence{{Path: "source", Value: source}})
+	f.Reason = fmt.Sprintf("kind %s of apiVersion %s has no pod template lint reads", tm.Kind, tm.APIVersion)
+	l.emit(f)
+}
+
+func subjectOf(kind string, m metav1.ObjectMeta) string {
+	name := m.Name
+	if name == "" {
+		name = m.GenerateName + "*"
+		if m.GenerateName == "" {
+			name = "(unnamed)"
+		}
+	}
+	if m.Namespace != "" {
+		name = m.Namespace + "/" + name
+	}
+	return kind + " " + name
+}
+
+func deviceClasses(s resourcev1.ResourceClaimSpec) []string {
+	var out []string
+	for _, r := range s.Devices.Requests {
+		if r.Exactly != nil && r.Exactly.DeviceClassName != "" {
+			out = append(out, r.Exactly.DeviceClassName)
+		}
+		for _, sub := range r.FirstAvailable {
+			if sub.DeviceClassName != "" {
+				out = append(out, sub.DeviceClassName)
+			}
+		}
+	}
+	return out
+}
+
+func finding(code, subject, summary string, ev []report.Evidence) report.Finding {
+	c, ok := Lookup(code)
+	if !ok {
+		panic("lint: code not in the catalog: " + code) // a programming error, caught by the tests
+	}
+	return report.Finding{Check: CheckID, Code: code, Layer: report.LayerKube, Status: c.Status,
+		Subject: subject, Summary: summary, Evidence: ev, Remediation: c.Remediation}
+}
+
+// add records a rule's finding on a workload; the source comes first in
+// the evidence.
+func (l *linter) add(w workload, code, summary string, ev []report.Evidence) {
+	ev = append([]report.Evidence{{Path: "source", Value: w.source}}, ev...)
+	l.res.Findings = append(l.res.Findings, finding(code, w.subject, summary, ev))
+}
+
+func countContainers(s *corev1.PodSpec) int {
+	return len(s.Containers) + len(s.InitContainers) + len(s.EphemeralContainers)
+}
