@@ -81,6 +81,7 @@ func startOurs(t testing.TB, n int) (*harness.Kubelet, *harness.Proc) {
 	if err := os.WriteFile(cfg, []byte(oursConfig), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	harness.AccelDoctor(t) // built before the clock starts
 	start := time.Now()
 	p := harness.StartAccelDoctor(t, "--root", k.Root, "plugin", "serve", "--config", cfg, "--kubelet-dir", k.Dir)
 	t.Cleanup(func() {
