@@ -17,8 +17,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -213,11 +213,38 @@ func runOnce(argv []string) (time.Duration, int64, int) {
 	} else if err != nil {
 		fail(err)
 	}
-	var rss int64
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		rss = ru.Maxrss // KiB on Linux (getrusage(2))
+	return wall, peakRSS(argv), rc
+}
+
+// peakRSS runs argv once more under /usr/bin/time, whose fork(2)ed child
+// starts from time's own small image, and returns the child's ru_maxrss
+// (KiB). The child's rusage cannot be read directly here: Go starts
+// children with CLONE_VM|CLONE_VFORK, and exec(2) folds the mm the child
+// left (the bench's own, shared until exec) into its maxrss
+// (setmax_mm_hiwater_rss in fs/exec.c), so every command would show at
+// least this program's RSS. 0 when /usr/bin/time is not installed
+// (Debian's "time" package).
+func peakRSS(argv []string) int64 {
+	f, err := os.CreateTemp("", "bench-rss")
+	if err != nil {
+		return 0
 	}
-	return wall, rss, rc
+	defer os.Remove(f.Name())
+	f.Close()
+	cmd := exec.Command("/usr/bin/time", append([]string{"-f", "%M", "-o", f.Name()}, argv...)...)
+	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	if err := cmd.Run(); err != nil {
+		if _, ok := err.(*exec.ExitError); !ok {
+			return 0
+		}
+	}
+	b, err := os.ReadFile(f.Name())
+	if err != nil {
+		return 0
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	kib, _ := strconv.ParseInt(strings.TrimSpace(lines[len(lines)-1]), 10, 64)
+	return kib
 }
 
 func medianDur(d []time.Duration) time.Duration {

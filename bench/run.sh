@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 missing=()
 command -v virt-host-validate >/dev/null || missing+=(libvirt-clients)
 command -v lspci >/dev/null || missing+=(pciutils)
+[ -x /usr/bin/time ] || missing+=(time)
 if [ ${#missing[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
 fi

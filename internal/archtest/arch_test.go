@@ -29,9 +29,9 @@ var allowed = map[string][]string{
 	"iommu":    {"hostfs", "pci", "runtime"},
 	"kubelet":  {"hostfs", "pci", "driver"}, // the node's kubelet state, read-only
 	"topo":     {"hostfs", "pci"},
-	"fixture":  {"hostfs", "pci"}, // pci.ConfigSpec encodes the trees' config spaces
+	"fixture":  {"hostfs", "pci", "kubelet"}, // pci.ConfigSpec encodes the trees' config spaces; kubelet their kubelet captures
 	"demo":     {"hostfs"},
-	"diagnose": {"hostfs", "report", "pci", "driver", "devnode", "cgroup", "probe", "runtime", "cdi", "iommu"},
+	"diagnose": {"hostfs", "report", "pci", "driver", "devnode", "cgroup", "probe", "runtime", "cdi", "iommu", "kubelet"},
 	// deviceplugin sits beside diagnose: a writer (its sockets, its CDI
 	// spec) that reads devices through the readers and reports findings.
 	"deviceplugin": {"hostfs", "pci", "devnode", "cdi", "report"},

@@ -9,6 +9,7 @@ import (
 
 	"github.com/accel-doctor/accel-doctor/internal/diagnose"
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+	"github.com/accel-doctor/accel-doctor/internal/kubelet"
 	"github.com/accel-doctor/accel-doctor/internal/pci"
 	"github.com/accel-doctor/accel-doctor/internal/report"
 )
@@ -26,8 +27,10 @@ func newCheckCmd(g *globals) *cobra.Command {
 		Use:   "check",
 		Short: "Diagnose this node (or a --root, or a --snapshot) layer by layer",
 		Long: `check reads the host and reports, layer by layer, what stops its
-accelerators from working: PCI inventory, driver, device nodes and the cgroup
-device policy. The verdict names the first layer with a FAIL, and every layer
+accelerators from working: PCI inventory, driver, device nodes, the cgroup
+device policy, the node's Kubernetes layer (the kubelet's device-plugin
+sockets, its checkpoint and PodResources: each socket is dialed once with a
+call that only reads) and the IOMMU. The verdict names the first layer with a FAIL, and every layer
 that could not be judged, with the reason.
 
 It is read-only. Exit status: 0 no FAIL; 1 at least one FAIL; 2 nothing
@@ -68,7 +71,8 @@ demo' replays a built-in 8-GPU host with faults.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&snapshot, "snapshot", "", "replay a snapshot archive instead of reading the host ('demo': the built-in scenario)")
-	f.StringSliceVar(&layers, "layer", nil, "only these layers (numbers or names: pci, driver, devnode, cgroup)")
+	f.StringSliceVar(&layers, "layer", nil, "only these layers (numbers or names: pci, driver, devnode, cgroup, kube, iommu)")
+	f.StringVar(&opts.KubeletDir, "kubelet-root-dir", "", "the kubelet's --root-dir on the host (default /var/lib/kubelet)")
 	f.StringSliceVar(&devices, "device", nil, "only these PCI functions (0000:17:00.0, 17:00.0, or nvidia-smi's 00000000:17:00.0)")
 	f.IntVar(&opts.PID, "pid", 0, "judge the cgroup device policy of this process (default: accel-doctor's own)")
 	f.StringVar(&opts.Cgroup, "cgroup", "", "judge the device policy of this cgroup path instead of a process's")
@@ -137,6 +141,9 @@ func preflight(env *diagnose.Env, root *hostfs.Root, snapshot string, devices []
 			return usageErr("cgroup %s: no such cgroup %s (%v; %v)", o.Cgroup, where, p.V1Err, p.V2Err)
 		}
 	}
+	if o.KubeletDir != "" && !strings.HasPrefix(o.KubeletDir, "/") {
+		return usageErr("--kubelet-root-dir %q is not an absolute path", o.KubeletDir)
+	}
 	if o.Spec != "" && !root.Exists(o.Spec) {
 		return usageErr("--spec %s: no such file %s", o.Spec, where)
 	}
@@ -148,14 +155,20 @@ func wantsLayer(ls []report.Layer, l report.Layer) bool {
 }
 
 // examinable: the root holds at least one tree an asked-for layer reads
-// (/sys for layers 1-3, /proc for layer 4).
+// (/sys for layers 1-3 and 7, /proc for layer 4, the kubelet's directory
+// for layer 6).
 func examinable(env *diagnose.Env, root *hostfs.Root, where string) error {
+	kdir := env.Opts.KubeletDir
+	if kdir == "" {
+		kdir = kubelet.DefaultKubeletDir
+	}
 	trees := map[string][]report.Layer{
-		"/sys":  {report.LayerPCI, report.LayerDriver, report.LayerDevNode},
+		"/sys":  {report.LayerPCI, report.LayerDriver, report.LayerDevNode, report.LayerIOMMU},
 		"/proc": {report.LayerCgroup},
+		kdir:    {report.LayerKube},
 	}
 	var looked []string
-	for _, t := range []string{"/sys", "/proc"} {
+	for _, t := range []string{"/sys", "/proc", kdir} {
 		if !slices.ContainsFunc(trees[t], func(l report.Layer) bool { return wantsLayer(env.Opts.Layers, l) }) {
 			continue
 		}
@@ -167,7 +180,11 @@ func examinable(env *diagnose.Env, root *hostfs.Root, where string) error {
 	if len(looked) == 0 {
 		return nil
 	}
-	return usageErr("nothing to examine %s: it has no %s (is it a host's root, with /sys and /proc?)", where, strings.Join(looked, " and no "))
+	hint := "is it a host's root, with /sys and /proc?"
+	if len(looked) == 1 && looked[0] == kdir {
+		hint = "not a Kubernetes node, or its kubelet has another --root-dir: give it with --kubelet-root-dir"
+	}
+	return usageErr("nothing to examine %s: it has no %s (%s)", where, strings.Join(looked, " and no "), hint)
 }
 
 // selectDevices turns --device values into the kernel's address form and

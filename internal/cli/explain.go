@@ -3,12 +3,39 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/accel-doctor/accel-doctor/internal/deviceplugin"
 	"github.com/accel-doctor/accel-doctor/internal/diagnose"
+	"github.com/accel-doctor/accel-doctor/internal/report"
 )
+
+// allCodes is every code a command reports: check's catalog
+// (diagnose.Codes) and those of the commands outside it, `plugin test`'s
+// (internal/deviceplugin is a writer, which diagnose does not import).
+func allCodes() []diagnose.Code {
+	all := diagnose.Codes()
+	for _, c := range deviceplugin.Codes {
+		all = append(all, diagnose.Code{Code: c.Code, Layer: report.LayerKube, Title: c.Title, Explain: c.Explain, Remediation: c.Remediation})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].Code < all[j].Code })
+	return all
+}
+
+func lookupCode(code string) (diagnose.Code, bool) {
+	if c, ok := diagnose.LookupCode(code); ok {
+		return c, true
+	}
+	for _, c := range allCodes() {
+		if c.Code == code {
+			return c, true
+		}
+	}
+	return diagnose.Code{}, false
+}
 
 var errFailFound = errors.New("at least one check failed")
 
@@ -17,11 +44,11 @@ func newExplainCmd(g *globals) *cobra.Command {
 		Use:   "explain [CODE...]",
 		Short: "Print the long form of finding codes (all of them with no argument)",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			codes := diagnose.Codes()
+			codes := allCodes()
 			if len(args) > 0 {
 				codes = codes[:0:0]
 				for _, a := range args {
-					c, ok := diagnose.LookupCode(strings.ToUpper(a))
+					c, ok := lookupCode(strings.ToUpper(a))
 					if !ok {
 						return usageErr("unknown code %q (accel-doctor explain lists them all)", a)
 					}

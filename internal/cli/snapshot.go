@@ -88,6 +88,7 @@ It writes only FILE ('-': standard output).`,
 	f.MarkHidden("output")
 	f.IntVar(&opts.PID, "pid", 0, "also capture this process's cgroups and what its /dev holds (replay with check --pid)")
 	f.StringVar(&opts.Spec, "spec", "", "also capture this OCI config.json (replay with check --spec)")
+	f.StringVar(&opts.KubeletDir, "kubelet-root-dir", "", "the kubelet's --root-dir on the host (default /var/lib/kubelet): what its sockets answer is captured")
 	f.StringVar(&container, "container", "", "also capture what finding this container reads (ID, ID prefix or PID), and its init process and spec as --pid and --spec do")
 	cmd.MarkFlagsMutuallyExclusive("container", "pid")
 	cmd.MarkFlagsMutuallyExclusive("container", "spec")

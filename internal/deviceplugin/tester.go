@@ -901,7 +901,7 @@ func (t *tester) allocateChecks(ctx context.Context, c pluginapi.DevicePluginCli
 		cancel()
 		if err != nil {
 			code := status.Code(err)
-			if code == codes.Unavailable && !answers(sock) {
+			if code == codes.Unavailable && goesSilent(sock) {
 				t.crashed = true
 				t.res.add(CodeCrashed, subj, fmt.Sprintf("Allocate %s: the plugin died (%s); its socket no longer answers", ids[0], err), ev(sock, "%v", err))
 				return nil
@@ -930,6 +930,21 @@ func (t *tester) allocateChecks(ctx context.Context, c pluginapi.DevicePluginCli
 		t.res.add(CodeUnknownIDAccepted, subj, `Allocate of "accel-doctor-no-such-device", an ID never listed, succeeded`)
 	}
 	return firstIDs
+}
+
+// goesSilent reports whether the socket stops answering within a second.
+// A process that dies in the middle of a call breaks the connection while
+// the kernel is still closing its other descriptors: the listener can
+// accept a connect for a moment after the call saw EOF.
+func goesSilent(sock string) bool {
+	for end := time.Now().Add(time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if !answers(sock) {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+	}
 }
 
 func answers(sock string) bool {

@@ -38,6 +38,9 @@ type Options struct {
 	// names are resolved in (default: its runtime's, else /etc/cdi and
 	// /var/run/cdi).
 	CDISpecDirs []string
+	// KubeletDir is the kubelet's --root-dir (a host path) layer 6 reads;
+	// empty: /var/lib/kubelet.
+	KubeletDir string
 }
 
 // Env is what checks share during one run: the host root, the options,

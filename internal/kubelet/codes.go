@@ -16,6 +16,67 @@ type ProposedCode struct {
 
 // Codes are the proposed layer-6 (node side) codes, in report order.
 var Codes = []ProposedCode{{
+	Code:   "KUBELET_NOT_READ",
+	Status: "NOT_RUN",
+	Title:  "the kubelet's directory could not be read: layer 6 could not look",
+	Explain: `The device-plugin directory is there but listing it failed (permission, I/O), or a
+snapshot was taken without it. Nothing is concluded about the node's plugins.`,
+	Remediation: "Run as root, or take the snapshot on the node as root: `accel-doctor snapshot node.tgz`.",
+	Facts:       "DirState in (Unreadable, NotCaptured)",
+}, {
+	Code:   "KUBELET_SOCKET_OK",
+	Status: "PASS",
+	Title:  "kubelet.sock is served: plugins can register",
+	Explain: `A gRPC server answered on /var/lib/kubelet/device-plugins/kubelet.sock (the
+kubelet answers the health call made Unimplemented, which proves it serves gRPC there).`,
+	Facts: "Kubelet.Dial.OK()",
+}, {
+	Code:   "KUBELET_PLUGIN_OK",
+	Status: "PASS",
+	Title:  "a plugin socket answers and is newer than kubelet.sock",
+	Explain: `The plugin answered GetDevicePluginOptions on its socket, and the socket was bound
+after kubelet.sock, so it can belong to a registration with the running kubelet. When
+the resource is known (from the socket's name), the checkpoint or PodResources confirms
+the kubelet has it.`,
+	Facts: "Plugins[i].Dial.OK() && !OlderThanKubelet",
+}, {
+	Code:   "KUBELET_PLUGIN_DUPLICATE",
+	Status: "WARN",
+	Title:  "two answering plugin sockets serve one resource: two plugin instances registered it",
+	Explain: `The kubelet keeps one endpoint per resource; a second registration of the same
+resource replaces the first in the kubelet's view while the first instance keeps
+running and may keep sending device lists (devicemanager manager.go, PluginConnected).
+During a rolling update of a plugin DaemonSet this lasts seconds; when it lasts, the
+device list the kubelet holds and the instance that answers Allocate can disagree, and
+pods fail admission with UnexpectedAdmissionError ("unknown device"). The socket names
+say the resource by the plugins' naming conventions.`,
+	Remediation: "List the plugin pods on the node (`kubectl get pods -A -o wide --field-selector spec.nodeName=NODE`) and delete the older instance (`kubectl -n NAMESPACE delete pod POD`); give the DaemonSet an update strategy without surge (rollingUpdate.maxSurge 0).",
+	Facts:       "two or more Plugins with the same Resource, Dial.OK(), not OlderThanKubelet",
+}, {
+	Code:   "KUBELET_PLUGIN_NOT_REGISTERED",
+	Status: "FAIL",
+	Title:  "a plugin serves its socket, but the kubelet has no record of its resource",
+	Explain: `The plugin answers on its socket and the socket's name says which resource it
+serves, yet the kubelet does not have that resource: PodResources' allocatable list and
+the checkpoint, which the kubelet rewrote after the socket was bound, both lack it. A
+registration the kubelet accepted is followed at once by the plugin's first device
+list, which makes the kubelet write the checkpoint with the resource in
+RegisteredDevices (manager.go genericDeviceUpdateCallback, writeCheckpoint), even an
+empty one. So the Register call failed: an unsupported API version, a plugin that
+registered before it served (the kubelet's dial back timed out: "context deadline
+exceeded"), an invalid resource name. The plugin's log has the kubelet's answer.`,
+	Remediation: "Read the plugin's log for the Register error (`kubectl -n NAMESPACE logs PLUGIN-POD`) and the kubelet's (`journalctl -u kubelet | grep -i 'device plugin'`); fix the plugin, then restart its pod (`kubectl -n NAMESPACE delete pod PLUGIN-POD`).",
+	Facts:       "Plugins[i].Resource != \"\", answering, not in Checkpoint.Registered (checkpoint newer than the socket) nor in PodResources' allocatable",
+}, {
+	Code:   "KUBELET_PLUGIN_REGISTRATION_UNKNOWN",
+	Status: "NOT_RUN",
+	Title:  "whether the kubelet accepted this plugin's registration could not be told",
+	Explain: `The socket answers, but nothing on the node can confirm the registration: the
+resource is not known from the socket's name, or PodResources does not answer and the
+checkpoint was not written since the socket was bound (or is unreadable).`,
+	Remediation: "Check the node's allocatable resources: `kubectl get node NODE -o jsonpath='{.status.allocatable}'`.",
+	Facts:       "answering plugin socket, resource unconfirmed",
+}, {
 	Code:   "KUBELET_NOT_A_NODE",
 	Status: "NOT_RUN",
 	Title:  "no kubelet device-plugin directory: this host is not a Kubernetes node (or its kubelet uses another --root-dir)",

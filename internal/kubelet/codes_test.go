@@ -9,7 +9,7 @@ import (
 // The proposed codes are unique, say what they are for, and their
 // remediations name only commands that exist.
 func TestProposedCodes(t *testing.T) {
-	commands := map[string]bool{"kubectl": true, "systemctl": true, "journalctl": true, "crictl": true, "ls": true, "rm": true, "nvidia-smi": true}
+	commands := map[string]bool{"kubectl": true, "systemctl": true, "journalctl": true, "crictl": true, "ls": true, "rm": true, "nvidia-smi": true, "accel-doctor": true}
 	code := regexp.MustCompile(`^KUBELET_[A-Z0-9_]+$`)
 	quoted := regexp.MustCompile("`([^`]+)`")
 	seen := map[string]bool{}

@@ -44,6 +44,8 @@ const (
 // Node is what the node's kubelet directories and sockets show. Every
 // fact carries the path it came from; nothing here judges.
 type Node struct {
+	// KubeletDir is the kubelet's --root-dir read (a host path).
+	KubeletDir string `json:"kubelet_dir"`
 	// Dir is the device-plugin directory, DirState whether it is there.
 	Dir      string `json:"dir"`
 	DirState State  `json:"dir_state"`
@@ -54,10 +56,15 @@ type Node struct {
 	// name.
 	Plugins []*Socket `json:"plugins,omitempty"`
 
-	CheckpointPath  string      `json:"checkpoint_path"`
-	CheckpointState State       `json:"checkpoint_state"`
-	CheckpointErr   string      `json:"checkpoint_error,omitempty"`
-	Checkpoint      *Checkpoint `json:"checkpoint,omitempty"`
+	CheckpointPath  string `json:"checkpoint_path"`
+	CheckpointState State  `json:"checkpoint_state"`
+	CheckpointErr   string `json:"checkpoint_error,omitempty"`
+	// CheckpointModTime is when the kubelet last wrote the checkpoint:
+	// it rewrites it on every device update of any plugin and every
+	// allocation (manager.go writeCheckpoint), so a plugin socket bound
+	// before it had its registration's first device list in it.
+	CheckpointModTime time.Time   `json:"checkpoint_mtime,omitzero"`
+	Checkpoint        *Checkpoint `json:"checkpoint,omitempty"`
 
 	// BootID is the running kernel's boot_id ("" when unreadable:
 	// BootIDErr). BootIDDiffers: the checkpoint recorded a boot_id and
@@ -138,7 +145,7 @@ func Read(ctx context.Context, root *hostfs.Root, opts Options) (*Node, error) {
 	if timeout <= 0 {
 		timeout = defaultTimeout
 	}
-	n := &Node{Dir: DevicePluginDir(kdir)}
+	n := &Node{KubeletDir: kdir, Dir: DevicePluginDir(kdir)}
 	n.CheckpointPath = path.Join(n.Dir, CheckpointName)
 
 	var wg sync.WaitGroup
@@ -179,7 +186,7 @@ func Read(ctx context.Context, root *hostfs.Root, opts Options) (*Node, error) {
 // without /var/lib says nothing of either (a sysfs capture).
 func notCaptured(root *hostfs.Root, kdir string) *Node {
 	why := "this snapshot holds no record of the kubelet's sockets and checkpoint"
-	n := &Node{Dir: DevicePluginDir(kdir), DirState: NotCaptured, DirErr: why, Replayed: true,
+	n := &Node{KubeletDir: kdir, Dir: DevicePluginDir(kdir), DirState: NotCaptured, DirErr: why, Replayed: true,
 		CheckpointState: NotCaptured, CheckpointErr: why}
 	n.CheckpointPath = path.Join(n.Dir, CheckpointName)
 	if id, err := root.ReadString(BootIDPath); err == nil {
@@ -230,6 +237,9 @@ func (n *Node) readCheckpoint(root *hostfs.Root, kdir string) {
 		return
 	}
 	n.Checkpoint = cp
+	if m, err := root.ModTime(n.CheckpointPath); err == nil {
+		n.CheckpointModTime = m
+	}
 }
 
 func (n *Node) matchDevices(hd *hostDevices) {

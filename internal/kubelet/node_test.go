@@ -97,7 +97,7 @@ func TestRead(t *testing.T) {
 	}
 	dp := "/var/lib/kubelet/device-plugins"
 	want := &Node{
-		Dir: dp, DirState: Present,
+		KubeletDir: "/var/lib/kubelet", Dir: dp, DirState: Present,
 		Kubelet: &Socket{Path: dp + "/kubelet.sock", Name: "kubelet.sock", Type: "socket", ModTime: n.start,
 			Dial: Dial{Answer: Unimplemented, Method: healthMethod, Code: "Unimplemented"}},
 		Plugins: []*Socket{
@@ -139,12 +139,15 @@ func TestRead(t *testing.T) {
 		},
 	}
 	opts := cmp.Options{
-		cmpopts.IgnoreFields(Node{}, "Checkpoint"),
+		cmpopts.IgnoreFields(Node{}, "Checkpoint", "CheckpointModTime"),
 		cmpopts.IgnoreFields(Dial{}, "Err"),
 		cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) }),
 	}
 	if d := cmp.Diff(want, got, opts); d != "" {
 		t.Errorf("(-want +got)\n%s", d)
+	}
+	if got.CheckpointModTime.IsZero() {
+		t.Errorf("the checkpoint's mtime was not read")
 	}
 	if got.Checkpoint == nil || !got.Checkpoint.ChecksumOK || len(got.Checkpoint.Entries) != 2 {
 		t.Errorf("checkpoint: %+v", got.Checkpoint)

@@ -1,0 +1,367 @@
+package diagnose
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/accel-doctor/accel-doctor/internal/driver"
+	"github.com/accel-doctor/accel-doctor/internal/kubelet"
+	"github.com/accel-doctor/accel-doctor/internal/report"
+)
+
+// Layer 6, node side: what the kubelet's device manager and its plugins
+// left on this node (internal/kubelet reads it; this file judges). Every
+// judgement follows the facts internal/kubelet.Codes names for its code;
+// the decisions that are this file's own are commented where they are
+// made.
+
+// kubeCodes turns the proposed codes into catalog entries.
+func kubeCodes() []Code {
+	out := make([]Code, 0, len(kubelet.Codes))
+	for _, c := range kubelet.Codes {
+		out = append(out, Code{Code: c.Code, Layer: report.LayerKube, Title: c.Title, Explain: c.Explain, Remediation: c.Remediation})
+	}
+	return out
+}
+
+func kubeCheck() Check {
+	codes := make([]string, 0, len(kubelet.Codes))
+	for _, c := range kubelet.Codes {
+		codes = append(codes, c.Code)
+	}
+	return Check{ID: "kube.node", Layer: report.LayerKube,
+		Title: "the kubelet's device-plugin sockets, its checkpoint and PodResources on this node",
+		Codes: codes, Run: checkKube}
+}
+
+// kubeTimeout bounds each socket's connect and call. A kubelet or plugin
+// answers a local call in well under a millisecond; a second is a server
+// that is stuck, not a slow one.
+const kubeTimeout = time.Second
+
+// Kubelet reads the node's kubelet state once per run.
+func (e *Env) Kubelet() (*kubelet.Node, error) {
+	return memo(e, "kubelet.node", func() (*kubelet.Node, error) {
+		return kubelet.Read(context.Background(), e.Root, kubelet.Options{KubeletDir: e.Opts.KubeletDir, Timeout: kubeTimeout})
+	})
+}
+
+func checkKube(e *Env, out *Out) {
+	n, err := e.Kubelet()
+	if err != nil {
+		out.NotRun("KUBELET_NOT_READ", "kubelet", "the kubelet's state could not be read", err.Error())
+		return
+	}
+	dirEv := Ev(n.Dir, string(n.DirState))
+	switch n.DirState {
+	case kubelet.Absent:
+		out.NotRun("KUBELET_NOT_A_NODE", "kubelet", "no kubelet device-plugin directory: not a Kubernetes node (or another --root-dir)",
+			"the directory "+n.Dir+" does not exist", dirEv)
+		return
+	case kubelet.NotCaptured, kubelet.Unreadable:
+		why := n.DirErr
+		if n.DirState == kubelet.NotCaptured {
+			why = "the snapshot did not capture " + n.Dir
+		}
+		out.NotRun("KUBELET_NOT_READ", "kubelet", "the kubelet's device-plugin directory could not be read", why, dirEv)
+		return
+	}
+	served := judgeKubeletSocket(e, out, n)
+	judgePluginSockets(out, n, served)
+	judgeCheckpoint(out, n)
+	if served {
+		// With no kubelet serving, no plugin can register: that is
+		// the cause, and kubelet.sock's finding says it.
+		judgeNoPlugin(e, out, n)
+	}
+	judgePodResources(out, n)
+}
+
+// needsPlugin lists the accelerators layers 1-5 found working on the host
+// side: bound to a driver that a vendor's plugin serves, with no FAIL
+// below this layer. Those are the devices a plugin must advertise.
+func (e *Env) needsPlugin() map[string][]string {
+	byDriver := map[string][]string{}
+	for _, d := range e.Accelerators() {
+		bdf := d.Address.String()
+		b := e.Binding(d)
+		if b.State != driver.Bound || b.Driver == "" {
+			continue
+		}
+		if _, ok := kubelet.VendorPluginFor(b.Driver); !ok {
+			continue
+		}
+		if _, failed := e.FailedBelow(bdf, report.LayerKube); failed {
+			continue
+		}
+		byDriver[b.Driver] = append(byDriver[b.Driver], bdf)
+	}
+	return byDriver
+}
+
+// judgeKubeletSocket reports kubelet.sock and says whether it is served.
+func judgeKubeletSocket(e *Env, out *Out, n *kubelet.Node) bool {
+	if n.Kubelet == nil {
+		// FAIL only when devices need a plugin: a node without
+		// accelerators, or a kubelet that is stopped on purpose, is
+		// worth a WARN.
+		st, summary := report.Warn, "no kubelet.sock: the kubelet is not running, so no device plugin can register"
+		if need := e.needsPlugin(); len(need) > 0 {
+			st = report.Fail
+			summary += fmt.Sprintf("; %d accelerator(s) with a driver need one", countAll(need))
+		}
+		out.Add("KUBELET_SOCKET_MISSING", st, "kubelet.sock", summary, Ev(n.Dir+"/kubelet.sock", "absent"))
+		return false
+	}
+	s := n.Kubelet
+	ev := socketEvidence(s)
+	switch {
+	case s.Dial.OK():
+		out.Add("KUBELET_SOCKET_OK", report.Pass, "kubelet.sock", "kubelet.sock is served by a gRPC server", ev...)
+		return true
+	case couldNotLook(s.Dial.Answer):
+		out.NotRun("KUBELET_SOCKET_NOT_ANSWERING", "kubelet.sock", "kubelet.sock could not be tried", dialWhy(s.Dial), ev...)
+	default:
+		out.Add("KUBELET_SOCKET_NOT_ANSWERING", report.Fail, "kubelet.sock", "kubelet.sock is there but no kubelet answers on it ("+string(s.Dial.Answer)+")", ev...)
+	}
+	return false
+}
+
+// couldNotLook: answers that say nothing of the server (this process may
+// not connect; the socket vanished while we looked).
+func couldNotLook(a kubelet.Answer) bool { return a == kubelet.NoAccess || a == kubelet.Gone }
+
+func dialWhy(d kubelet.Dial) string {
+	if d.Err != "" {
+		return string(d.Answer) + ": " + d.Err
+	}
+	return string(d.Answer)
+}
+
+func socketEvidence(s *kubelet.Socket) []report.Evidence {
+	ev := []report.Evidence{Ev(s.Path, s.Type)}
+	if !s.ModTime.IsZero() {
+		ev = append(ev, Ev(s.Path+" (mtime)", s.ModTime.UTC().Format(time.RFC3339Nano)))
+	}
+	if s.Dial.Method != "" {
+		v := string(s.Dial.Answer)
+		if s.Dial.Code != "" {
+			v += " (" + s.Dial.Code + ")"
+		}
+		if s.Dial.Err != "" {
+			v += ": " + s.Dial.Err
+		}
+		ev = append(ev, Ev(s.Dial.Method, v))
+	}
+	if s.Resource != "" {
+		ev = append(ev, Ev("resource (from the socket's name)", s.Resource+", by "+s.ResourceHint))
+	}
+	return ev
+}
+
+func judgePluginSockets(out *Out, n *kubelet.Node, kubeletServed bool) {
+	byResource := map[string][]*kubelet.Socket{}
+	for _, s := range n.Plugins {
+		ev := socketEvidence(s)
+		if n.Kubelet != nil && !n.Kubelet.ModTime.IsZero() {
+			ev = append(ev, Ev(n.Kubelet.Path+" (mtime)", n.Kubelet.ModTime.UTC().Format(time.RFC3339Nano)))
+		}
+		subj := s.Name
+		switch a := s.Dial.Answer; {
+		case a == kubelet.NotSocket:
+			out.Add("KUBELET_PLUGIN_SOCKET_NOT_SOCKET", report.Warn, subj, "a file named like a plugin socket is not a socket", ev...)
+		case a == kubelet.Refused:
+			out.Add("KUBELET_PLUGIN_SOCKET_DEAD", report.Fail, subj, "no plugin listens on this socket any more (connection refused)", ev...)
+		case couldNotLook(a):
+			out.NotRun("KUBELET_PLUGIN_NOT_ANSWERING", subj, "the plugin socket could not be tried", dialWhy(s.Dial), ev...)
+		case !s.Dial.OK():
+			out.Add("KUBELET_PLUGIN_NOT_ANSWERING", report.Fail, subj, "a plugin socket accepts no gRPC call ("+string(a)+")", ev...)
+		case s.OlderThanKubelet:
+			out.Add("KUBELET_PLUGIN_SOCKET_STALE", report.Fail, subj, "the plugin answers on a socket older than kubelet.sock: it did not register with the running kubelet", ev...)
+		default:
+			if s.Resource != "" {
+				byResource[s.Resource] = append(byResource[s.Resource], s)
+			}
+			judgeRegistration(out, n, s, kubeletServed, ev)
+		}
+	}
+	rs := make([]string, 0, len(byResource))
+	for r := range byResource {
+		rs = append(rs, r)
+	}
+	sort.Strings(rs)
+	for _, r := range rs {
+		ss := byResource[r]
+		if len(ss) < 2 {
+			continue
+		}
+		var ev []report.Evidence
+		var names []string
+		for _, s := range ss {
+			names = append(names, s.Name)
+			ev = append(ev, socketEvidence(s)...)
+		}
+		out.Add("KUBELET_PLUGIN_DUPLICATE", report.Warn, r,
+			fmt.Sprintf("%d plugin instances serve %s: %s", len(ss), r, strings.Join(names, ", ")), ev...)
+	}
+}
+
+// judgeRegistration decides, for an answering socket newer than
+// kubelet.sock, whether the kubelet holds its resource.
+func judgeRegistration(out *Out, n *kubelet.Node, s *kubelet.Socket, kubeletServed bool, ev []report.Evidence) {
+	ok := "the plugin answers GetDevicePluginOptions on a socket newer than kubelet.sock"
+	if s.Resource == "" {
+		out.Add("KUBELET_PLUGIN_OK", report.Pass, s.Name, ok+" (its resource is not known from its name)", ev...)
+		return
+	}
+	seen := n.Resources()[s.Resource]
+	if slices.Contains(seen, "checkpoint") || slices.Contains(seen, "allocatable") {
+		out.Add("KUBELET_PLUGIN_OK", report.Pass, s.Name, ok+"; the kubelet has "+s.Resource+" ("+strings.Join(seen, ", ")+")", ev...)
+		return
+	}
+	// Absence is conclusive only from a source that must have had the
+	// resource: PodResources' allocatable answered (a resource with no
+	// healthy device is absent there too, so it takes the checkpoint
+	// as well), or a checkpoint the kubelet rewrote after the socket
+	// was bound, since an accepted registration makes it write one with
+	// the resource at once.
+	cpAfter := n.Checkpoint != nil && !n.CheckpointModTime.IsZero() && !s.ModTime.IsZero() && n.CheckpointModTime.After(s.ModTime.Add(time.Second))
+	prOK := n.PodResources != nil && n.PodResources.Allocatable.Answer == kubelet.Answered
+	if kubeletServed && cpAfter {
+		ev = append(ev, Ev(n.CheckpointPath+" (mtime)", n.CheckpointModTime.UTC().Format(time.RFC3339Nano)),
+			Ev(n.CheckpointPath+" RegisteredDevices", strings.Join(sortedKeys(n.Checkpoint.Registered), ", ")))
+		if prOK {
+			ev = append(ev, Ev(n.PodResources.Path+" GetAllocatableResources", "no "+s.Resource))
+		}
+		out.Add("KUBELET_PLUGIN_NOT_REGISTERED", report.Fail, s.Name,
+			"the plugin serves "+s.Resource+" but the kubelet has no record of it: its registration failed", ev...)
+		return
+	}
+	why := "the checkpoint was not rewritten since the socket was bound, and PodResources does not confirm it"
+	switch {
+	case !kubeletServed:
+		why = "kubelet.sock is not served"
+	case n.Checkpoint == nil:
+		why = "no readable checkpoint (" + string(n.CheckpointState) + "), and PodResources does not list " + s.Resource
+	}
+	out.NotRun("KUBELET_PLUGIN_REGISTRATION_UNKNOWN", s.Name, "the plugin answers; whether the kubelet holds "+s.Resource+" is not known", why, ev...)
+}
+
+func sortedKeys(m map[string][]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+func countAll(m map[string][]string) int {
+	c := 0
+	for _, v := range m {
+		c += len(v)
+	}
+	return c
+}
+
+func judgeCheckpoint(out *Out, n *kubelet.Node) {
+	cpEv := Ev(n.CheckpointPath, string(n.CheckpointState))
+	switch n.CheckpointState {
+	case kubelet.Absent, kubelet.NotCaptured:
+		return // no allocations yet (a kubelet writes it on a device update), or not captured: nothing to judge
+	case kubelet.Unreadable:
+		if n.Checkpoint == nil && strings.Contains(n.CheckpointErr, "permission") {
+			out.NotRun("KUBELET_CHECKPOINT_CORRUPT", "kubelet_internal_checkpoint", "the checkpoint could not be read", n.CheckpointErr, cpEv)
+			return
+		}
+		out.Add("KUBELET_CHECKPOINT_CORRUPT", report.Fail, "kubelet_internal_checkpoint", "the checkpoint does not parse: the kubelet will start without its allocations",
+			cpEv, Ev(n.CheckpointPath, n.CheckpointErr))
+		return
+	}
+	cp := n.Checkpoint
+	if cp == nil {
+		return
+	}
+	if !cp.ChecksumOK {
+		out.Add("KUBELET_CHECKPOINT_CORRUPT", report.Fail, "kubelet_internal_checkpoint", "the checkpoint's checksum does not verify: the kubelet will refuse it",
+			Ev(n.CheckpointPath+" Checksum", fmt.Sprint(cp.Stored)), Ev("computed", fmt.Sprint(cp.Computed)))
+	}
+	if cp.Format == kubelet.FormatV1 {
+		out.Add("KUBELET_CHECKPOINT_OLD_FORMAT", report.Warn, "kubelet_internal_checkpoint", "the checkpoint is in the format of kubelets up to 1.19", cpEv)
+	}
+	if n.BootIDDiffers {
+		out.Add("KUBELET_NODE_REBOOTED", report.Pass, "kubelet_internal_checkpoint", "the node rebooted since the kubelet last wrote its checkpoint",
+			Ev(n.CheckpointPath+" BootID", cp.BootID), Ev(kubelet.BootIDPath, n.BootID))
+	}
+	for _, d := range n.Devices {
+		ev := []report.Evidence{Ev("device ID", d.ID+" ("+string(d.Form)+")"), Ev("host", d.Evidence)}
+		switch {
+		case d.Host == kubelet.HostAbsent:
+			out.Add("KUBELET_CHECKPOINT_ABSENT_DEVICE", report.Fail, d.ID,
+				"the checkpoint allocates "+d.Resource+" device "+d.ID+", which this node does not have", ev...)
+		case d.Host == kubelet.HostPresent && d.Registered != nil && !*d.Registered && (d.Allocatable == nil || !*d.Allocatable):
+			out.Add("KUBELET_ALLOCATED_DEVICE_UNHEALTHY", report.Warn, d.ID,
+				"allocated device "+d.ID+" is on the host but its plugin no longer reports it healthy", ev...)
+		}
+	}
+	for _, d := range n.Allocatable {
+		if d.Host == kubelet.HostAbsent {
+			out.Add("KUBELET_ALLOCATABLE_DEVICE_ABSENT", report.Fail, d.ID,
+				"the plugin advertises "+d.Resource+" device "+d.ID+", which this node does not have",
+				Ev("device ID", d.ID+" ("+string(d.Form)+")"), Ev("host", d.Evidence))
+		}
+	}
+}
+
+// judgeNoPlugin: devices that work on the host side and no plugin for
+// them, by the vendor's resource names and socket names.
+func judgeNoPlugin(e *Env, out *Out, n *kubelet.Node) {
+	need := e.needsPlugin()
+	drivers := sortedKeys(need)
+	for _, drv := range drivers {
+		p := n.PluginFor(drv)
+		// A socket of the vendor's naming that is there, answering or
+		// not, has its own finding (dead, stale, not registered): the
+		// plugin is deployed.
+		if len(p.Seen) > 0 || len(p.Sockets) > 0 {
+			continue
+		}
+		known := sortedKeys(n.Resources())
+		if len(known) == 0 {
+			known = []string{"none"}
+		}
+		for _, bdf := range need[drv] {
+			out.Add("KUBELET_NO_PLUGIN_FOR_ACCELERATOR", report.Fail, bdf,
+				fmt.Sprintf("%s is bound to %s with its nodes, and no %s plugin serves it (%s)", bdf, drv, p.Vendor.Plugin, strings.Join(p.Vendor.Resources, " or ")),
+				Ev(n.Dir, "plugin sockets: "+socketNames(n)),
+				Ev("resources the node knows", strings.Join(known, ", ")))
+		}
+	}
+}
+
+func socketNames(n *kubelet.Node) string {
+	if len(n.Plugins) == 0 {
+		return "none"
+	}
+	var s []string
+	for _, p := range n.Plugins {
+		s = append(s, p.Name)
+	}
+	return strings.Join(s, ", ")
+}
+
+func judgePodResources(out *Out, n *kubelet.Node) {
+	pr := n.PodResources
+	switch {
+	case pr == nil:
+		out.NotRun("KUBELET_PODRESOURCES_UNAVAILABLE", "pod-resources", "which container holds which device is not known",
+			"no PodResources socket at "+kubelet.PodResourcesSocket(n.KubeletDir))
+	case !pr.List.OK():
+		out.NotRun("KUBELET_PODRESOURCES_UNAVAILABLE", "pod-resources", "which container holds which device is not known",
+			"PodResources List: "+dialWhy(pr.List), Ev(pr.Path, string(pr.List.Answer)))
+	}
+}
