@@ -87,17 +87,21 @@ func startMock(t *testing.T, mode string, want int) (*harness.Kubelet, *harness.
 }
 
 // checkWant is what `check --layer kube` must say after a scenario: a
-// code (FAIL) naming the subject; "" when nothing in the kubelet's
+// code with its status (FAIL unless given) naming the subject; "" when nothing in the kubelet's
 // directory is wrong (no FAIL or WARN). gap, when set, is a cause the
 // node shows that check has no code for: the check assertion is skipped
 // with it (reported, not hidden).
 type checkWant struct {
-	code, subject, gap string
+	code, status, subject, gap string
 }
 
 func assertCheck(t *testing.T, k *harness.Kubelet, w checkWant) {
 	t.Helper()
-	t.Run("check", func(t *testing.T) {
+	name := "check"
+	if w.code != "" {
+		name += "_" + w.code
+	}
+	t.Run(name, func(t *testing.T) {
 		fs, raw, notRun := k.CheckKube(t)
 		if notRun != "" {
 			t.Skip(notRun)
@@ -113,8 +117,12 @@ func assertCheck(t *testing.T, k *harness.Kubelet, w checkWant) {
 			}
 			return
 		}
-		if !hasFinding(fs, w.code, "FAIL", w.subject) {
-			t.Errorf("check --layer kube: want %s FAIL naming %q; got:\n%s", w.code, w.subject, summarize(fs))
+		status := w.status
+		if status == "" {
+			status = "FAIL"
+		}
+		if !hasFinding(fs, w.code, status, w.subject) {
+			t.Errorf("check --layer kube: want %s %s naming %q; got:\n%s", w.code, status, w.subject, summarize(fs))
 		}
 	})
 }
@@ -278,7 +286,7 @@ var mockScenarios = map[string]func(t *testing.T, doc string){
 		if c := k.Capacity(); c.Has(mockResource) {
 			t.Fatalf("the refused resource is in the capacity: %v", c)
 		}
-		assertCheck(t, k, checkWant{gap: "a plugin socket answers, but the kubelet never accepted its registration (the resource is in no checkpoint)"})
+		checkUnregistered(t, k)
 	},
 	"register-before-serve": func(t *testing.T, doc string) {
 		k, p := startMock(t, "register-before-serve", 0)
@@ -294,7 +302,7 @@ var mockScenarios = map[string]func(t *testing.T, doc string){
 		if c := k.Capacity(); c.Has(mockResource) {
 			t.Fatalf("the refused resource is in the capacity: %v", c)
 		}
-		assertCheck(t, k, checkWant{gap: "a plugin socket answers, but the kubelet never accepted its registration (the resource is in no checkpoint)"})
+		checkUnregistered(t, k)
 	},
 	"no-reregister": func(t *testing.T, doc string) {
 		k, p := startMock(t, "no-reregister", 0)
@@ -358,7 +366,7 @@ var mockScenarios = map[string]func(t *testing.T, doc string){
 		t.Logf("rejected: %s", got)
 		id := want.FindStringSubmatch(got)[1]
 		docQuotes(t, doc, strings.ReplaceAll(got, `"`, `\"`), id, "mock-0")
-		assertCheck(t, k, checkWant{code: "KUBELET_PLUGIN_DUPLICATE", subject: mockResource})
+		assertCheck(t, k, checkWant{code: "KUBELET_PLUGIN_DUPLICATE", status: "WARN", subject: mockResource})
 	},
 }
 
@@ -402,4 +410,33 @@ func waitCheckpointRegistered(t *testing.T, k *harness.Kubelet, resource string,
 		case <-time.After(time.Millisecond):
 		}
 	}
+}
+
+// checkUnregistered: the mock's socket answers and the kubelet refused its
+// registration. With no checkpoint written since (the manager writes it on
+// a device list or an allocation; none came), check cannot tell and says
+// so; once another plugin's registration has made the manager write it
+// (as on a node with any other plugin), check names the mock's resource
+// as not registered.
+func checkUnregistered(t *testing.T, k *harness.Kubelet) {
+	t.Helper()
+	sock := "accel-doctor-mock-fake.example.com_gpu.sock"
+	assertCheck(t, k, checkWant{code: "KUBELET_PLUGIN_REGISTRATION_UNKNOWN", status: "NOT_RUN", subject: sock})
+	// check takes a checkpoint as proof only when it was written more
+	// than a second after the socket was bound (a registration the
+	// kubelet accepts writes it within that): the other plugin comes
+	// after that second, as any later device update on a node would.
+	fi, err := os.Stat(filepath.Join(k.Dir, sock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(fi.ModTime().Add(1100 * time.Millisecond)))
+	other := newStub(t, k.Dir, stubResource, 1)
+	other.run()
+	t.Cleanup(other.stop)
+	if _, err := k.WaitCount(ctx(t), stubResource, 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	waitCheckpointRegistered(t, k, stubResource, 1)
+	assertCheck(t, k, checkWant{code: "KUBELET_PLUGIN_NOT_REGISTERED", subject: sock})
 }
