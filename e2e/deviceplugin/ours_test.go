@@ -307,7 +307,7 @@ func checkClean(t *testing.T, k *harness.Kubelet) {
 		return
 	}
 	for _, f := range fs {
-		if knownStale(k, f) {
+		if knownStale(k, f, oursResource, oursCDIResource) {
 			t.Logf("KNOWN DEFECT in check (see TestOursSocketOlderThanKubeletSockIsNotStale): %s %s (%s) for a socket made between the manager's wipe and its bind of kubelet.sock", f.Status, f.Code, f.Subject)
 			continue
 		}
@@ -317,10 +317,12 @@ func checkClean(t *testing.T, k *harness.Kubelet) {
 	}
 }
 
-// knownStale: f is check's KUBELET_PLUGIN_SOCKET_STALE for one of our
-// sockets that is older than kubelet.sock while the manager counts all of
-// its resources' devices healthy: registered, so not stale.
-func knownStale(k *harness.Kubelet, f harness.Finding) bool {
+// knownStale: f is check's KUBELET_PLUGIN_SOCKET_STALE for a socket that
+// is older than kubelet.sock while the manager counts every device of the
+// resources (the plugin's) healthy: registered, so not stale. Our plugin
+// and our mock share the code that serves again once the socket is
+// removed, so both meet it.
+func knownStale(k *harness.Kubelet, f harness.Finding, resources ...string) bool {
 	if f.Code != "KUBELET_PLUGIN_SOCKET_STALE" {
 		return false
 	}
@@ -330,7 +332,7 @@ func knownStale(k *harness.Kubelet, f harness.Finding) bool {
 		return false
 	}
 	c := k.Capacity()
-	for _, r := range []string{oursResource, oursCDIResource} {
+	for _, r := range resources {
 		if cp, al := c.Count(r); cp == 0 || cp != al {
 			return false
 		}
@@ -456,7 +458,7 @@ func TestOursSocketOlderThanKubeletSockIsNotStale(t *testing.T) {
 			t.Skip(notRun)
 		}
 		for _, f := range fs {
-			if knownStale(k, f) {
+			if knownStale(k, f, oursResource, oursCDIResource) {
 				// Reported to the lead: check judges staleness by mtime
 				// alone, which the real manager's order contradicts.
 				t.Skipf("KNOWN DEFECT in check (reported, internal/diagnose not edited here): %s %s (%s): %s, for a plugin the manager counts as registered", f.Status, f.Code, f.Subject, f.Summary)
