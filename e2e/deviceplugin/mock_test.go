@@ -147,6 +147,7 @@ var mockScenarios = map[string]func(t *testing.T, doc string){
 		if _, err := k.WaitCount(ctx(t), mockResource, 2, 2); err != nil {
 			t.Fatal(err)
 		}
+		docQuotes(t, doc, "capacity and allocatable N")
 		pod := harness.Pod("one", mockResource, 1)
 		if res := k.Admit(ctx(t), pod); !res.Admit {
 			t.Fatalf("admit: %s: %s", res.Reason, res.Message)
@@ -173,13 +174,14 @@ var mockScenarios = map[string]func(t *testing.T, doc string){
 		if _, err := k.WaitCount(ctx(t), mockResource, 2, 0); err != nil {
 			t.Fatal(err)
 		}
+		docQuotes(t, doc, "capacity N and allocatable 0")
 		res := k.Admit(ctx(t), harness.Pod("one", mockResource, 1))
 		wantRejected(t, res.Admit, res.Reason, res.Message,
 			"Allocate failed due to no healthy devices present; cannot allocate unhealthy devices fake.example.com/gpu, which is unexpected")
 		assertCheck(t, k, checkWant{})
 	},
 	"flapping": func(t *testing.T, doc string) {
-		k, _ := startMockArg(t, "flapping=300ms")
+		k, _ := startMock(t, "flapping=300ms", 0)
 		// allocatable swings between N and 0, several times.
 		for range 2 {
 			if _, err := k.WaitCount(ctx(t), mockResource, 2, 0); err != nil {
@@ -216,6 +218,7 @@ var mockScenarios = map[string]func(t *testing.T, doc string){
 		if _, err := k.WaitCount(ctx(t), mockResource, 0, 0); err != nil {
 			t.Fatal(err)
 		}
+		docQuotes(t, doc, "capacity 0 and allocatable 0")
 		res := k.Admit(ctx(t), harness.Pod("one", mockResource, 1))
 		wantRejected(t, res.Admit, res.Reason, res.Message,
 			"Allocate failed due to no healthy devices present; cannot allocate unhealthy devices fake.example.com/gpu, which is unexpected")
@@ -223,7 +226,7 @@ var mockScenarios = map[string]func(t *testing.T, doc string){
 	},
 	"slow-allocate": func(t *testing.T, doc string) {
 		const delay = 300 * time.Millisecond
-		k, _ := startMockArg(t, "slow-allocate="+delay.String())
+		k, _ := startMock(t, "slow-allocate="+delay.String(), 0)
 		if _, err := k.WaitCount(ctx(t), mockResource, 2, 2); err != nil {
 			t.Fatal(err)
 		}
@@ -239,7 +242,7 @@ var mockScenarios = map[string]func(t *testing.T, doc string){
 		assertCheck(t, k, checkWant{})
 	},
 	"fail-allocate": func(t *testing.T, doc string) {
-		k, _ := startMockArg(t, "fail-allocate=planted failure")
+		k, _ := startMock(t, "fail-allocate=planted failure", 0)
 		if _, err := k.WaitCount(ctx(t), mockResource, 2, 2); err != nil {
 			t.Fatal(err)
 		}
@@ -273,6 +276,7 @@ var mockScenarios = map[string]func(t *testing.T, doc string){
 		if _, err := k.WaitCount(ctx(t), mockResource, 2, 0); err != nil {
 			t.Fatal(err)
 		}
+		docQuotes(t, doc, "capacity N, allocatable 0")
 		// The process died without removing its socket: check finds it dead.
 		assertCheck(t, k, checkWant{code: "KUBELET_PLUGIN_SOCKET_DEAD", subject: "accel-doctor-mock-fake.example.com_gpu.sock"})
 	},
@@ -326,6 +330,7 @@ var mockScenarios = map[string]func(t *testing.T, doc string){
 		if cp, al := c.Count(mockResource); !c.Has(mockResource) || cp != 0 || al != 0 {
 			t.Fatalf("want %s 0/0 (restored from the checkpoint, no device); got %v", mockResource, c)
 		}
+		docQuotes(t, doc, "capacity 0 and allocatable 0")
 		const msg = "Allocate failed due to no healthy devices present; cannot allocate unhealthy devices fake.example.com/gpu, which is unexpected"
 		res := k.Admit(ctx(t), harness.Pod("one", mockResource, 1))
 		wantRejected(t, res.Admit, res.Reason, res.Message, msg)
@@ -336,7 +341,7 @@ var mockScenarios = map[string]func(t *testing.T, doc string){
 		assertCheck(t, k, checkWant{gap: "the checkpoint's resource has no plugin socket after the kubelet restarted (the plugin did not serve and register again)"})
 	},
 	"duplicate": func(t *testing.T, doc string) {
-		k, p := startMockArg(t, "duplicate=200ms")
+		k, p := startMock(t, "duplicate=200ms", 0)
 		if _, err := p.WaitLine(ctx(t), "REGISTERED "+mockResource+" ", 2); err != nil {
 			t.Fatal(err)
 		}
@@ -372,11 +377,6 @@ var mockScenarios = map[string]func(t *testing.T, doc string){
 		docQuotes(t, doc, strings.ReplaceAll(got, `"`, `\"`), id, "mock-0")
 		assertCheck(t, k, checkWant{code: "KUBELET_PLUGIN_DUPLICATE", status: "WARN", subject: mockResource})
 	},
-}
-
-// startMockArg is startMock for a MODE=ARG.
-func startMockArg(t *testing.T, mode string) (*harness.Kubelet, *harness.Proc) {
-	return startMock(t, mode, 0)
 }
 
 // Every mode the mock has is a scenario here, and each runs.
