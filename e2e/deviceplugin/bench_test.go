@@ -63,3 +63,47 @@ func report(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(q(0.5), "p50-ms")
 	b.ReportMetric(q(0.99), "p99-ms")
 }
+
+// With our plugin (`accel-doctor plugin serve`, a process): a device node
+// removed (or made again with mknod) until the manager's allocatable
+// shows it. This is the whole path: inotify, the plugin's health
+// evaluation, ListAndWatch, the manager. Issue 9's target: p99 <= 100 ms.
+func BenchmarkOursNodeChangeToAllocatable(b *testing.B) {
+	k, _ := startOurs(b, 2)
+	var lat []time.Duration
+	present := true
+	for b.Loop() {
+		want := int64(1)
+		start := time.Now()
+		if present {
+			rmnod(b, k.Root, "dev/accel/accel1")
+		} else {
+			mknod(b, k.Root, "dev/accel/accel1")
+			want = 2
+		}
+		if _, err := k.WaitCount(ctx(b), oursResource, 2, want); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+		present = !present
+	}
+	report(b, lat)
+}
+
+// With our plugin: a kubelet restart until both of its resources are
+// registered again and counted healthy. Issue 9's target: <= 1 s.
+func BenchmarkOursKubeletRestartToReregistered(b *testing.B) {
+	k, _ := startOurs(b, 2)
+	var lat []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		k.Restart()
+		for _, r := range []string{oursResource, oursCDIResource} {
+			if _, err := k.WaitCount(ctx(b), r, 2, 2); err != nil {
+				b.Fatal(err)
+			}
+		}
+		lat = append(lat, time.Since(start))
+	}
+	report(b, lat)
+}

@@ -278,3 +278,43 @@ func TestAccelDoctorBinary(t *testing.T) {
 		t.Fatalf("%s --version: %v: %q", bin, err, out)
 	}
 }
+
+// A fact of the 1.37 manager that every plugin must respect: a second
+// Register from a plugin that is connected is refused ("device plugin
+// already connected", manager.go PluginConnected), and that refusal makes
+// the registration server drop its record of the working connection
+// (plugin/v1beta1/handler.go connectClient -> deregisterClient, by socket
+// path). When the plugin then dies, runClient finds no record and never
+// calls PluginDisconnected: the devices stay healthy in the manager, and
+// the dead endpoint blocks every later registration on that socket until
+// the kubelet restarts. A plugin must therefore never repeat a Register
+// the kubelet may have accepted.
+func TestManagerForgetsAPluginThatRegisteredTwice(t *testing.T) {
+	k, p := startStub(t, 2)
+	err := p.registerOnce(ctx(t))
+	if err == nil || !strings.Contains(err.Error(), "device plugin already connected: "+filepath.Join(harness.KubeletDir, p.endpoint)) {
+		t.Fatalf("second Register: %v, want \"device plugin already connected\"", err)
+	}
+	p.stop()
+	// A new instance of the plugin on the same socket is refused: the
+	// manager still holds the dead endpoint (its devices are still
+	// counted: 2/2 with no plugin running).
+	q := newStub(t, k.Dir, stubResource, 2)
+	if err := q.serve(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		q.mu.Lock()
+		q.srv.Stop()
+		q.mu.Unlock()
+	}()
+	if err := q.registerOnce(ctx(t)); err == nil || !strings.Contains(err.Error(), "device plugin already connected") {
+		t.Fatalf("a new instance's Register: %v, want \"device plugin already connected\"", err)
+	}
+	if cp, al := k.Capacity().Count(stubResource); cp != 2 || al != 2 {
+		t.Fatalf("with no plugin running the manager counts %d/%d; this test expects the stale 2/2", cp, al)
+	}
+	// startStub's cleanup waits for the manager to count nothing
+	// allocatable, which it never will: a restart clears it.
+	k.Restart()
+}

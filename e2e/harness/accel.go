@@ -3,13 +3,18 @@ package harness
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // productModule is the module whose binary the e2e tests drive.
@@ -87,4 +92,207 @@ func removeBuilt() {
 	if builtBin != "" {
 		os.RemoveAll(filepath.Dir(builtBin))
 	}
+}
+
+// Proc is an accel-doctor process a test started (plugin serve, plugin
+// mock): its stdout lines are kept, in order, for WaitLine (the commands
+// print one line per event: "SERVING RESOURCE SOCKET", "REGISTERED ...",
+// "REGISTER_FAILED ... \"ERR\"", docs/device-plugin.md "Ready lines"); its
+// stderr (the slog log) goes to the test's log when it exits.
+type Proc struct {
+	t    testing.TB
+	cmd  *exec.Cmd
+	args []string
+
+	mu      sync.Mutex
+	lines   []string
+	changed chan struct{} // closed when a line comes or the process exits, then replaced
+	stderr  bytes.Buffer
+	exited  bool
+	code    int
+	done    chan struct{}
+}
+
+// StartAccelDoctor runs the accel-doctor binary (AccelDoctor) with args in
+// the test's mount namespace. The process is stopped (SIGTERM, then
+// SIGKILL after 10 s) when the test ends, if it still runs.
+func StartAccelDoctor(t testing.TB, args ...string) *Proc {
+	t.Helper()
+	bin := AccelDoctor(t)
+	p := &Proc{t: t, args: args, changed: make(chan struct{}), done: make(chan struct{})}
+	p.cmd = exec.Command(bin, args...)
+	p.cmd.Stderr = &lockedWriter{mu: &p.mu, b: &p.stderr}
+	out, err := p.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("accel-doctor %s: %v", strings.Join(args, " "), err)
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.lines = append(p.lines, sc.Text())
+			close(p.changed)
+			p.changed = make(chan struct{})
+			p.mu.Unlock()
+		}
+		err := p.cmd.Wait()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode() // -1 when killed by a signal
+		} else if err != nil {
+			code = -1
+		}
+		p.mu.Lock()
+		p.exited, p.code = true, code
+		close(p.changed)
+		p.changed = make(chan struct{})
+		p.mu.Unlock()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.Stop()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		t.Logf("accel-doctor %s: exit %d; stdout:\n%s\nstderr:\n%s", strings.Join(args, " "), p.code, strings.Join(p.lines, "\n"), p.stderr.String())
+	})
+	return p
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w *lockedWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(b)
+}
+
+// WaitLine waits until the process has printed n lines that begin with
+// prefix (n >= 1) and returns the n-th. It fails when ctx ends or the
+// process exits first.
+func (p *Proc) WaitLine(ctx context.Context, prefix string, n int) (string, error) {
+	for {
+		p.mu.Lock()
+		seen := 0
+		for _, l := range p.lines {
+			if strings.HasPrefix(l, prefix) {
+				if seen++; seen == n {
+					p.mu.Unlock()
+					return l, nil
+				}
+			}
+		}
+		exited, code, changed := p.exited, p.code, p.changed
+		lines := strings.Join(p.lines, "\n")
+		p.mu.Unlock()
+		if exited {
+			return "", fmt.Errorf("accel-doctor %s exited (%d) before printing %q %d time(s); stdout:\n%s", strings.Join(p.args, " "), code, prefix, n, lines)
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("accel-doctor %s: %q not printed %d time(s): %v; stdout:\n%s", strings.Join(p.args, " "), prefix, n, ctx.Err(), lines)
+		case <-changed:
+		}
+	}
+}
+
+// Count is how many lines beginning with prefix the process has printed.
+func (p *Proc) Count(prefix string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, l := range p.lines {
+		if strings.HasPrefix(l, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// Wait waits for the process to exit and gives its exit status (-1 when a
+// signal killed it).
+func (p *Proc) Wait(ctx context.Context) (int, error) {
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		return 0, fmt.Errorf("accel-doctor %s did not exit: %v", strings.Join(p.args, " "), ctx.Err())
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.code, nil
+}
+
+// Stop sends SIGTERM (the commands remove their sockets and exit 0),
+// waits up to 10 s, then kills; it returns the exit status. Stopping a
+// process that has exited returns its status.
+func (p *Proc) Stop() int {
+	select {
+	case <-p.done:
+	default:
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(10 * time.Second):
+			p.t.Errorf("accel-doctor %s: no exit 10 s after SIGTERM; killed", strings.Join(p.args, " "))
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.code
+}
+
+// Pid is the process's id.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// Finding is one finding of an accel-doctor report (-o json), read here
+// without the product's types, as a script reading the JSON would.
+type Finding struct {
+	Code    string `json:"code"`
+	Layer   int    `json:"layer"`
+	Status  string `json:"status"`
+	Subject string `json:"subject"`
+	Summary string `json:"summary"`
+	Reason  string `json:"reason"`
+}
+
+// CheckKube runs `accel-doctor check --root ROOT --layer kube -o json`
+// over what the Kubelet left in its directory, and returns the findings
+// and the raw report. notRun is not "" when check cannot judge the layer
+// in this build (exit 2: a usage error, e.g. the layer has no checks yet):
+// it says why, and the caller skips its assertions on check with it.
+func (k *Kubelet) CheckKube(t testing.TB) (findings []Finding, raw string, notRun string) {
+	t.Helper()
+	cmd := exec.Command(AccelDoctor(t), "check", "--root", k.Root, "--layer", "kube", "-o", "json")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	code := 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("accel-doctor check: %v", err)
+	}
+	if code == 2 {
+		return nil, string(out), fmt.Sprintf("accel-doctor check --root %s --layer kube: exit 2: %s", k.Root, strings.TrimSpace(stderr.String()))
+	}
+	if code != 0 && code != 1 {
+		t.Fatalf("accel-doctor check --layer kube: exit %d: %s\n%s", code, stderr.String(), out)
+	}
+	var rep struct {
+		Findings []Finding `json:"findings"`
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("accel-doctor check -o json: %v\n%s", err, out)
+	}
+	return rep.Findings, string(out), ""
 }
