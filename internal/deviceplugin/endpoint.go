@@ -7,8 +7,10 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -386,10 +388,13 @@ func (e *endpoint) register(ctx context.Context) error {
 
 // registerRetry registers until it succeeds, kubelet.sock goes away or
 // ctx ends. A kubelet that just created kubelet.sock may not listen yet
-// (ECONNREFUSED between bind and listen), and one that still holds the
-// previous connection answers "device plugin already connected": both
-// pass. Errors the kubelet gives for the request itself (version, name)
-// do not, and end the attempts after a few.
+// (ECONNREFUSED between bind and listen): that passes. "device plugin
+// already connected" means an earlier Register of ours was accepted (an
+// attempt cancelled after the kubelet took it): it is final, and is never
+// retried, because the 1.37 manager drops its record of the working
+// connection when it refuses a second one (seen in e2e/deviceplugin,
+// TestManagerForgetsAPluginThatRegisteredTwice). Errors the kubelet gives
+// for the request itself (version, name) end the attempts after a few.
 func (e *endpoint) registerRetry(ctx context.Context) bool {
 	delay := 2 * time.Millisecond
 	for attempt := 1; ; attempt++ {
@@ -401,6 +406,11 @@ func (e *endpoint) registerRetry(ctx context.Context) bool {
 		}
 		if ctx.Err() != nil {
 			return false
+		}
+		if strings.Contains(err.Error(), "already connected") {
+			e.log.Info("the kubelet already holds our registration", "socket", e.socketPath(), "answer", err)
+			e.notify(Event{Kind: EventRegistered, Resource: e.resource, Socket: e.socketPath()})
+			return true
 		}
 		code := status.Code(err)
 		transient := code == codes.Unavailable || code == codes.DeadlineExceeded
@@ -416,6 +426,26 @@ func (e *endpoint) registerRetry(ctx context.Context) bool {
 		}
 		delay = min(2*delay, time.Second)
 	}
+}
+
+// sockID tells one kubelet.sock from the next: its inode number and
+// change time (a filesystem reuses a freed inode number at once).
+type sockID struct {
+	ino  uint64
+	ctim syscall.Timespec
+}
+
+// sockInode is which kubelet.sock p is.
+func sockInode(p string) (sockID, bool) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return sockID{}, false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return sockID{}, false
+	}
+	return sockID{st.Ino, st.Ctim}, true
 }
 
 func exists(p string) bool {
@@ -449,7 +479,13 @@ func (e *endpoint) run(ctx context.Context) error {
 	regCancel, regDone := context.CancelFunc(func() {}), make(chan struct{})
 	close(regDone)
 	stopReg := func() { regCancel(); <-regDone }
+	// regIno is the kubelet.sock a registration was started for: its
+	// Create event can arrive after our socket's Remove already started
+	// one (the kubelet wipes the directory, then binds kubelet.sock), and
+	// a second Register to the same kubelet would be refused.
+	var regIno sockID
 	startReg := func() {
+		regIno, _ = sockInode(kubelet)
 		stopReg()
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
@@ -500,6 +536,9 @@ func (e *endpoint) run(ctx context.Context) error {
 			name := filepath.Base(ev.Name)
 			switch {
 			case name == KubeletSocket && ev.Has(fsnotify.Create):
+				if ino, ok := sockInode(kubelet); ok && ino == regIno && e.serving() {
+					continue // registering (or registered) with this very kubelet.sock
+				}
 				e.log.Info("kubelet.sock created: the kubelet restarted; registering again")
 				stopReg()
 				if !exists(e.socketPath()) || !e.serving() {

@@ -177,9 +177,28 @@ func TestKubeLayer(t *testing.T) {
 			n.serve(kubelet.KubeletSocketName, false, n.t0)
 		}, []string{"KUBELET_NO_PLUGIN_FOR_ACCELERATOR FAIL"}, true},
 		{"stale socket", func(n *kubeNode) {
-			healthyKube(n)
-			n.touch("nvidia-gpu.sock", n.t0.Add(-time.Minute))
+			// What the kubelet leaves when a plugin missed its restart:
+			// the resource restored from the checkpoint with no device.
+			n.serve(kubelet.KubeletSocketName, false, n.t0)
+			n.serve("nvidia-gpu.sock", true, n.t0.Add(-time.Minute))
+			n.checkpoint(&kubelet.Checkpoint{Registered: map[string][]string{"nvidia.com/gpu": {}}}, n.t0.Add(5*time.Second), false)
 		}, []string{"KUBELET_PLUGIN_SOCKET_STALE FAIL"}, true},
+		{"socket bound between the sweep and kubelet.sock", func(n *kubeNode) {
+			healthyKube(n)
+			n.touch("nvidia-gpu.sock", n.t0.Add(-2*time.Millisecond))
+		}, []string{"KUBELET_PLUGIN_OK PASS"}, true},
+		{"socket older, but its devices are the running kubelet's", func(n *kubeNode) {
+			healthyKube(n)
+			n.touch("nvidia-gpu.sock", n.t0.Add(-time.Hour))
+		}, []string{"KUBELET_PLUGIN_OK PASS"}, true},
+		{"resource with no plugin (running kubelet)", func(n *kubeNode) {
+			n.serve(kubelet.KubeletSocketName, false, n.t0)
+			n.checkpoint(&kubelet.Checkpoint{Registered: map[string][]string{"nvidia.com/gpu": {h100UUID(0)}}}, n.t0.Add(5*time.Second), false)
+		}, []string{"KUBELET_RESOURCE_NO_PLUGIN FAIL"}, true},
+		{"resource with no plugin (restored after a restart)", func(n *kubeNode) {
+			n.serve(kubelet.KubeletSocketName, false, n.t0)
+			n.checkpoint(&kubelet.Checkpoint{Registered: map[string][]string{"nvidia.com/gpu": {}}}, n.t0.Add(-time.Minute), false)
+		}, []string{"KUBELET_RESOURCE_NO_PLUGIN WARN"}, true},
 		{"dead socket", func(n *kubeNode) {
 			n.serve(kubelet.KubeletSocketName, false, n.t0)
 			n.dead("nvidia-gpu.sock", n.t0.Add(time.Second))

@@ -77,6 +77,21 @@ checkpoint was not written since the socket was bound (or is unreadable).`,
 	Remediation: "Check the node's allocatable resources: `kubectl get node NODE -o jsonpath='{.status.allocatable}'`.",
 	Facts:       "answering plugin socket, resource unconfirmed",
 }, {
+	Code:   "KUBELET_RESOURCE_NO_PLUGIN",
+	Status: "FAIL when the running kubelet wrote the checkpoint, WARN otherwise",
+	Title:  "the kubelet holds a resource that no plugin socket serves",
+	Explain: `The checkpoint's RegisteredDevices names the resource, and the device-plugin
+directory has no socket for it (nor any socket whose resource is unknown). A plugin
+that did not register again after a kubelet restart leaves exactly this: the kubelet
+wiped its socket, restored the resource from the checkpoint with no device, and counts
+capacity 0 and allocatable 0 until it drops the resource 5 minutes later
+(endpointStopGracePeriod); pods asking for it are Pending with "Insufficient RESOURCE",
+or fail admission with "no healthy devices present". A plugin removed on purpose leaves
+it too, until the kubelet next rewrites the checkpoint: hence WARN when the checkpoint
+predates the running kubelet's kubelet.sock.`,
+	Remediation: "Find the plugin's pod on the node (`kubectl get pods -A -o wide --field-selector spec.nodeName=NODE`) and restart it (`kubectl -n NAMESPACE delete pod PLUGIN-POD`); a plugin that does not register again after a kubelet restart needs an upgrade.",
+	Facts:       "Checkpoint.Registered has the resource; no Plugins[i] with that Resource, and none with an unknown one",
+}, {
 	Code:   "KUBELET_NOT_A_NODE",
 	Status: "NOT_RUN",
 	Title:  "no kubelet device-plugin directory: this host is not a Kubernetes node (or its kubelet uses another --root-dir)",
