@@ -50,12 +50,15 @@ func buildAccelDoctor() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// Both binaries, side by side as they ship: accel-doctor hands the
+	// commands that link the Kubernetes client (cluster, agent, lint,
+	// claim, dra, plugin --dra) to accel-doctor-kube beside it.
 	bin := filepath.Join(dir, "accel-doctor")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, "./cmd/accel-doctor")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", dir+"/", "./cmd/accel-doctor", "./cmd/accel-doctor-kube")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/accel-doctor in %s: %v\n%s", root, err, out)
+		return "", fmt.Errorf("go build ./cmd/accel-doctor ./cmd/accel-doctor-kube in %s: %v\n%s", root, err, out)
 	}
 	return bin, nil
 }

@@ -4,6 +4,7 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,12 +32,13 @@ var allowed = map[string][]string{
 	"topo":     {"hostfs", "pci"},
 	"fixture":  {"hostfs", "pci", "kubelet"}, // pci.ConfigSpec encodes the trees' config spaces; kubelet their kubelet captures
 	"demo":     {"hostfs"},
-	"diagnose": {"hostfs", "report", "pci", "driver", "devnode", "cgroup", "probe", "runtime", "cdi", "iommu", "kubelet", "lint"},
-	"lint":     {"report"}, // manifests only (bytes in, findings out); diagnose reads its catalog for explain
+	"diagnose": {"hostfs", "report", "pci", "driver", "devnode", "cgroup", "probe", "runtime", "cdi", "iommu", "kubelet"},
+	"lint":     {"report"}, // manifests only (bytes in, findings out); in accel-doctor-kube (internal/kubecli)
 	// deviceplugin sits beside diagnose: a writer (its sockets, its CDI
 	// spec) that reads devices through the readers and reports findings.
 	"deviceplugin": {"hostfs", "pci", "devnode", "cdi", "report"},
 	"cli":          {"*"},
+	"kubecli":      {"*"}, // accel-doctor-kube's commands: cli's Extension
 	"archtest":     {},
 	"e2erun":       {}, // one test that runs the e2e module; no code
 	"testutil":     {},
@@ -89,4 +91,22 @@ func permitted(list []string, dep string) bool {
 		}
 	}
 	return false
+}
+
+// accel-doctor, the node diagnosis, does not link the Kubernetes client,
+// the API types or the DRA libraries: their package initialisation would
+// be paid by every start (internal/cli's KubeBinary). Those commands are
+// accel-doctor-kube's.
+func TestNodeBinaryLinksNoKubernetesClient(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "../../cmd/accel-doctor").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, banned := range []string{"k8s.io/client-go/", "k8s.io/api/core/", "k8s.io/dynamic-resource-allocation/", module + "kubecli", module + "lint", module + "cluster", module + "dramock"} {
+			if dep == strings.TrimSuffix(banned, "/") || strings.HasPrefix(dep, banned) {
+				t.Errorf("cmd/accel-doctor links %s (move what needs it to internal/kubecli)", dep)
+			}
+		}
+	}
 }

@@ -16,8 +16,11 @@ import (
 // allCodes is every code a command reports: check's catalog
 // (diagnose.Codes) and those of the commands outside it, `plugin test`'s
 // (internal/deviceplugin is a writer, which diagnose does not import).
-func allCodes() []diagnose.Code {
+func allCodes(g *globals) []diagnose.Code {
 	all := diagnose.Codes()
+	if g != nil && g.ext != nil {
+		all = append(all, g.ext.Codes...)
+	}
 	for _, c := range deviceplugin.Codes {
 		all = append(all, diagnose.Code{Code: c.Code, Layer: report.LayerKube, Title: c.Title, Explain: c.Explain, Remediation: c.Remediation})
 	}
@@ -25,11 +28,11 @@ func allCodes() []diagnose.Code {
 	return all
 }
 
-func lookupCode(code string) (diagnose.Code, bool) {
+func lookupCode(g *globals, code string) (diagnose.Code, bool) {
 	if c, ok := diagnose.LookupCode(code); ok {
 		return c, true
 	}
-	for _, c := range allCodes() {
+	for _, c := range allCodes(g) {
 		if c.Code == code {
 			return c, true
 		}
@@ -44,16 +47,22 @@ func newExplainCmd(g *globals) *cobra.Command {
 		Use:   "explain [CODE...]",
 		Short: "Print the long form of finding codes (all of them with no argument)",
 		RunE: func(cmd *cobra.Command, args []string) error {
-			codes := allCodes()
+			codes := allCodes(g)
 			if len(args) > 0 {
 				codes = codes[:0:0]
 				for _, a := range args {
-					c, ok := lookupCode(strings.ToUpper(a))
+					c, ok := lookupCode(g, strings.ToUpper(a))
+					if !ok && g.ext == nil && isKubeCode(strings.ToUpper(a)) {
+						return g.runKube(cmd.Context(), append([]string{"explain"}, args...))
+					}
 					if !ok {
 						return usageErr("unknown code %q (accel-doctor explain lists them all)", a)
 					}
 					codes = append(codes, c)
 				}
+			}
+			if len(args) == 0 && g.ext == nil {
+				defer fmt.Fprintf(g.stdout, "\n(%s explain lists the codes of its commands too: %s)\n", KubeBinary, strings.Join(KubeCodePrefixes, ", "))
 			}
 			for i, c := range codes {
 				if i > 0 {

@@ -12,7 +12,7 @@ import (
 // plugin test's, each once.
 func TestExplainKnowsEveryCode(t *testing.T) {
 	seen := map[string]bool{}
-	for _, c := range allCodes() {
+	for _, c := range allCodes(nil) {
 		if seen[c.Code] {
 			t.Errorf("%s is in two catalogs", c.Code)
 		}

@@ -26,7 +26,12 @@ type exitError struct {
 	err  error
 }
 
-func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
 
 // usageErr marks an error as a usage error (exit 2).
 func usageErr(format string, a ...any) error {
@@ -40,12 +45,19 @@ type globals struct {
 	output  string
 	stdout  io.Writer
 	stderr  io.Writer
+	// ext is accel-doctor-kube's Extension; nil in accel-doctor, whose
+	// stand-ins hand those commands over.
+	ext *Extension
 }
 
 // Main runs the command line and returns the exit code: 0 no FAIL, 1 a
 // FAIL, 2 a usage or internal error.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	g := &globals{stdout: stdout, stderr: stderr}
+	return mainWith(ctx, args, stdout, stderr, nil)
+}
+
+func mainWith(ctx context.Context, args []string, stdout, stderr io.Writer, ext *Extension) int {
+	g := &globals{stdout: stdout, stderr: stderr, ext: ext}
 	cmd := newRoot(g)
 	cmd.SetArgs(args)
 	cmd.SetOut(stdout)
@@ -95,6 +107,11 @@ Every diagnosis command is read-only. Only 'sandbox' writes to the host.`,
 		newPCICmd(g),
 	)
 	root.AddCommand(extraCommands(g)...)
+	if g.ext != nil {
+		root.AddCommand(g.ext.Commands(g)...)
+	} else {
+		root.AddCommand(handOver(g)...)
+	}
 	return root
 }
 

@@ -26,14 +26,17 @@ import (
 // handlesCancel). SIGPIPE is caught too, so that `accel-doctor check | head
 // -1` turns the write error into a clean exit (141) after the same cleanup
 // instead of dying with the files still there; so is a panic.
-func Run(args []string, stdout, stderr io.Writer) int {
+func Run(args []string, stdout, stderr io.Writer) int { return RunWith(args, stdout, stderr, nil) }
+
+// RunWith is Run with an Extension (accel-doctor-kube's).
+func RunWith(args []string, stdout, stderr io.Writer, ext *Extension) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigc := make(chan os.Signal, 2)
 	signal.Notify(sigc, os.Interrupt, syscall.SIGTERM, syscall.SIGPIPE)
 	defer signal.Stop(sigc)
 	go onSignals(sigc, cancel)
-	return protect(stderr, func() int { return Main(ctx, args, stdout, stderr) })
+	return protect(stderr, func() int { return mainWith(ctx, args, stdout, stderr, ext) })
 }
 
 // protect runs fn and then the cleanups, on a panic too (which it reports

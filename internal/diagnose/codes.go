@@ -3,7 +3,6 @@ package diagnose
 import (
 	"sort"
 
-	"github.com/accel-doctor/accel-doctor/internal/lint"
 	"github.com/accel-doctor/accel-doctor/internal/probe"
 
 	"github.com/accel-doctor/accel-doctor/internal/report"
@@ -32,7 +31,7 @@ the stack trace.`,
 
 // catalogs is the explicit list of every layer's codes.
 func catalogs() [][]Code {
-	return [][]Code{coreCodes, pciCodes, driverCodes, devnodeCodes, cgroupCodes, containerCodes, runtimeCodes(), cdiCodes(), probeCodes(), iommuCodes(), pciConfigCodes(), vfioCodes(), kubeCodes(), lintCodes()}
+	return [][]Code{coreCodes, pciCodes, driverCodes, devnodeCodes, cgroupCodes, containerCodes, runtimeCodes(), cdiCodes(), probeCodes(), iommuCodes(), pciConfigCodes(), vfioCodes(), kubeCodes()}
 }
 
 // Codes returns the whole catalog, sorted by code.
@@ -80,17 +79,6 @@ func probeCodes() []Code {
 	out := make([]Code, 0, len(probe.Codes))
 	for _, c := range probe.Codes {
 		out = append(out, Code{Code: c.Code, Layer: report.LayerFunctional, Title: c.Title, Explain: c.Explain, Remediation: c.Remediation})
-	}
-	return out
-}
-
-// lintCodes are the manifest linter's rules (internal/lint), emitted by
-// the lint command outside the registry: they judge a manifest, not a
-// host, at the Kubernetes layer.
-func lintCodes() []Code {
-	out := make([]Code, 0, len(lint.Codes))
-	for _, c := range lint.Codes {
-		out = append(out, Code{Code: c.Code, Layer: report.LayerKube, Title: c.Title, Explain: c.Explain, Remediation: c.Remediation})
 	}
 	return out
 }

@@ -1,4 +1,4 @@
-package cli
+package kubecli
 
 import (
 	"fmt"
@@ -11,11 +11,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/accel-doctor/accel-doctor/internal/cli"
 	"github.com/accel-doctor/accel-doctor/internal/lint"
 	"github.com/accel-doctor/accel-doctor/internal/report"
 )
 
-func newLintCmd(g *globals) *cobra.Command {
+func newLintCmd(g *cli.Globals) *cobra.Command {
 	var (
 		files     []string
 		recursive bool
@@ -45,7 +46,7 @@ document could be judged (empty input, or only kinds lint does not read).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(files) == 0 {
-				return usageErr("lint needs -f FILE, -f DIR or -f - (stdin)")
+				return cli.UsageErr("lint needs -f FILE, -f DIR or -f - (stdin)")
 			}
 			inputs, err := readLintInputs(cmd, files, recursive)
 			if err != nil {
@@ -57,7 +58,7 @@ document could be judged (empty input, or only kinds lint does not read).`,
 				names[i] = in.Name
 			}
 			rep := &report.Report{
-				SchemaVersion: report.SchemaVersion, Tool: "accel-doctor " + Version, Command: "lint",
+				SchemaVersion: report.SchemaVersion, Tool: "accel-doctor " + cli.Version, Command: "lint",
 				Source: "manifests " + strings.Join(names, ", "), Generated: time.Now().UTC(),
 				Layers: []report.Layer{report.LayerKube}, Devices: []report.Device{}, Findings: res.Findings,
 			}
@@ -65,15 +66,15 @@ document could be judged (empty input, or only kinds lint does not read).`,
 				rep.Findings = []report.Finding{}
 			}
 			rep.Decide()
-			if err := g.render(rep, verbose); err != nil {
+			if err := g.Render(rep, verbose); err != nil {
 				return err
 			}
-			if g.output == "text" {
-				fmt.Fprintf(g.stdout, "\n%d document(s) read: %d workload(s) linted, %d skipped, %d malformed.\n",
+			if g.Output() == "text" {
+				fmt.Fprintf(g.Stdout(), "\n%d document(s) read: %d workload(s) linted, %d skipped, %d malformed.\n",
 					res.Documents, res.Workloads, res.Skipped, res.Malformed)
 			}
 			if c := rep.ExitCode(); c != 0 {
-				return &exitError{code: c, err: errFailFound}
+				return cli.ExitErr(c, cli.ErrFailFound)
 			}
 			return nil
 		},
@@ -82,7 +83,7 @@ document could be judged (empty input, or only kinds lint does not read).`,
 	fl.StringArrayVarP(&files, "filename", "f", nil, "a manifest file, a directory of them, or - for stdin (repeatable)")
 	fl.BoolVarP(&recursive, "recursive", "R", false, "with -f DIR: read its subdirectories too")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "text output: list every workload, the clean ones too")
-	g.addOutputFlag(cmd)
+	g.AddOutputFlag(cmd)
 	return cmd
 }
 
@@ -96,38 +97,38 @@ func readLintInputs(cmd *cobra.Command, args []string, recursive bool) ([]lint.I
 	for _, a := range args {
 		if a == "-" {
 			if stdin {
-				return nil, usageErr("-f - given twice: stdin is read once")
+				return nil, cli.UsageErr("-f - given twice: stdin is read once")
 			}
 			stdin = true
 			in, err := lint.ReadInput("-", cmd.InOrStdin())
 			if err != nil {
-				return nil, usageErr("%v", err)
+				return nil, cli.UsageErr("%v", err)
 			}
 			inputs = append(inputs, in)
 			continue
 		}
 		st, err := os.Stat(a)
 		if err != nil {
-			return nil, usageErr("%v", err)
+			return nil, cli.UsageErr("%v", err)
 		}
 		paths := []string{a}
 		if st.IsDir() {
 			if paths, err = manifestFiles(a, recursive); err != nil {
-				return nil, usageErr("%v", err)
+				return nil, cli.UsageErr("%v", err)
 			}
 			if len(paths) == 0 {
-				return nil, usageErr("%s holds no *.yaml, *.yml or *.json file", a)
+				return nil, cli.UsageErr("%s holds no *.yaml, *.yml or *.json file", a)
 			}
 		}
 		for _, p := range paths {
 			f, err := os.Open(p)
 			if err != nil {
-				return nil, usageErr("%v", err)
+				return nil, cli.UsageErr("%v", err)
 			}
 			in, err := lint.ReadInput(p, f)
 			f.Close()
 			if err != nil {
-				return nil, usageErr("%v", err)
+				return nil, cli.UsageErr("%v", err)
 			}
 			inputs = append(inputs, in)
 		}

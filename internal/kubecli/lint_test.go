@@ -1,4 +1,4 @@
-package cli
+package kubecli
 
 import (
 	"encoding/json"

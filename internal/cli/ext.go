@@ -1,0 +1,158 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/accel-doctor/accel-doctor/internal/diagnose"
+	"github.com/accel-doctor/accel-doctor/internal/report"
+)
+
+// The commands that speak to the Kubernetes API, or read its objects,
+// link client-go, k8s.io/api and the DRA libraries: about 30 MB of code
+// whose package initialisation every start of a binary pays (page faults
+// over the whole image as ~1,500 inits run). They live in a second
+// binary, accel-doctor-kube (cmd/accel-doctor-kube: this CLI plus
+// internal/kubecli's Extension), so that accel-doctor, the node
+// diagnosis, starts in a few milliseconds. accel-doctor runs
+// accel-doctor-kube for them, found beside its own executable or on
+// PATH: the user types `accel-doctor cluster` either way.
+const KubeBinary = "accel-doctor-kube"
+
+// KubeCommands are the commands accel-doctor-kube adds, with their short
+// help, which accel-doctor lists and hands over.
+var KubeCommands = []struct{ Name, Short string }{
+	{"lint", "Check Kubernetes manifests for accelerator mistakes, offline (in accel-doctor-kube)"},
+	{"cluster", "The fleet through the API server: capacity, advertising, plugin pods, Pending pods (in accel-doctor-kube)"},
+	{"agent", "DaemonSet mode: periodic check, node condition, metrics (WRITES its node's status; in accel-doctor-kube)"},
+	{"claim", "Why a DRA ResourceClaim is not allocated (in accel-doctor-kube)"},
+	{"dra", "DRA across the fleet: slices, drivers, pending claims (in accel-doctor-kube)"},
+}
+
+// KubeCodePrefixes are the code families of accel-doctor-kube's catalogs:
+// explain hands those codes to it.
+var KubeCodePrefixes = []string{"LINT_", "CLUSTER_", "CLAIM_", "DRA_FLEET_", "AGENT_", "DRA_MOCK_"}
+
+// Extension is what accel-doctor-kube adds to this CLI.
+type Extension struct {
+	// Commands are its commands (named as in KubeCommands).
+	Commands func(g *Globals) []*cobra.Command
+	// Codes are its catalogs, for explain.
+	Codes []diagnose.Code
+	// DRA is plugin mock --dra and plugin test --dra.
+	DRA *DRAPlugin
+}
+
+// DRAPlugin is how the plugin command reaches the DRA mock and tester.
+type DRAPlugin struct {
+	MockHelp, TestHelp string
+	Modes              []string
+	// AddMockFlags and AddTestFlags add the DRA flags (--dra among them)
+	// and return what runs the command when --dra is given (nil: it was
+	// not).
+	AddMockFlags func(cmd *cobra.Command) func(ctx context.Context, g *Globals, mode string, devices int, logFormat string, debug bool) (bool, error)
+	AddTestFlags func(cmd *cobra.Command) func(ctx context.Context, g *Globals, timeout int64, verbose bool) (bool, error)
+}
+
+// Globals are the flags every command shares, for the commands of an
+// Extension.
+type Globals = globals
+
+func (g *globals) Render(r *report.Report, verbose bool) error { return g.render(r, verbose) }
+func (g *globals) RenderTable(t *report.Table, jsonDoc any) error {
+	return g.renderTable(t, jsonDoc)
+}
+func (g *globals) AddOutputFlag(cmd *cobra.Command, formats ...string) {
+	g.addOutputFlag(cmd, formats...)
+}
+func (g *globals) Stdout() io.Writer { return g.stdout }
+func (g *globals) Stderr() io.Writer { return g.stderr }
+func (g *globals) Output() string    { return g.output }
+func (g *globals) RootDir() string   { return g.root }
+func (g *globals) RootSet() bool     { return g.rootSet }
+
+// UsageErr is a usage error (exit 2).
+func UsageErr(format string, a ...any) error { return usageErr(format, a...) }
+
+// ExitErr ends a command with code.
+func ExitErr(code int, err error) error { return &exitError{code: code, err: err} }
+
+// ErrFailFound is the error of a run that found a FAIL (exit 1).
+var ErrFailFound = errFailFound
+
+// MainWith is Main with an Extension (accel-doctor-kube's).
+func MainWith(ctx context.Context, args []string, stdout, stderr io.Writer, ext *Extension) int {
+	return mainWith(ctx, args, stdout, stderr, ext)
+}
+
+// handOver makes the stand-ins for accel-doctor-kube's commands.
+func handOver(g *globals) []*cobra.Command {
+	var out []*cobra.Command
+	for _, c := range KubeCommands {
+		out = append(out, &cobra.Command{
+			Use: c.Name, Short: c.Short,
+			DisableFlagParsing: true,
+			RunE: func(cmd *cobra.Command, args []string) error {
+				return g.runKube(cmd.Context(), append([]string{c.Name}, args...))
+			},
+		})
+	}
+	return out
+}
+
+// kubeBinary finds accel-doctor-kube: beside this executable, then on
+// PATH.
+func kubeBinary() (string, error) {
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), KubeBinary)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	if p, err := exec.LookPath(KubeBinary); err == nil {
+		return p, nil
+	}
+	return "", usageErr("this command is in %s (it links the Kubernetes client), which is neither beside this binary nor on PATH: build it with `CGO_ENABLED=0 go build -o %s ./cmd/accel-doctor-kube`", KubeBinary, KubeBinary)
+}
+
+// runKube runs accel-doctor-kube with args (and the global flags given).
+// From a real command line it replaces this process (exec), so that
+// signals, the exit status and the terminal are the other binary's; in
+// tests (writers that are not the process's own) it runs it as a child.
+func (g *globals) runKube(ctx context.Context, args []string) error {
+	p, err := kubeBinary()
+	if err != nil {
+		return err
+	}
+	if g.rootSet {
+		args = append([]string{"--root", g.root}, args...)
+	}
+	if g.stdout == io.Writer(os.Stdout) && g.stderr == io.Writer(os.Stderr) {
+		return syscall.Exec(p, append([]string{p}, args...), os.Environ())
+	}
+	c := exec.CommandContext(ctx, p, args...)
+	c.Stdin, c.Stdout, c.Stderr = os.Stdin, g.stdout, g.stderr
+	err = c.Run()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return &exitError{code: ee.ExitCode(), err: nil}
+	}
+	if err != nil {
+		return fmt.Errorf("run %s: %w", p, err)
+	}
+	return nil
+}
+
+// isKubeCode: explain hands the code to accel-doctor-kube.
+func isKubeCode(code string) bool {
+	return slices.ContainsFunc(KubeCodePrefixes, func(p string) bool { return len(code) > len(p) && code[:len(p)] == p })
+}

@@ -1,0 +1,35 @@
+// Package kubecli holds the commands of accel-doctor-kube: those that
+// link the Kubernetes client and API types (lint, cluster, agent, claim,
+// dra, and the DRA mock and tester of the plugin command). It extends
+// internal/cli (cli.Extension); accel-doctor hands these commands over to
+// accel-doctor-kube, so that the node diagnosis does not carry their code
+// (see cli.KubeBinary).
+package kubecli
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/accel-doctor/accel-doctor/internal/cli"
+	"github.com/accel-doctor/accel-doctor/internal/diagnose"
+	"github.com/accel-doctor/accel-doctor/internal/lint"
+	"github.com/accel-doctor/accel-doctor/internal/report"
+)
+
+// Extension is accel-doctor-kube's part of the CLI.
+func Extension() *cli.Extension {
+	return &cli.Extension{
+		Commands: func(g *cli.Globals) []*cobra.Command {
+			return []*cobra.Command{newLintCmd(g)}
+		},
+		Codes: codes(),
+	}
+}
+
+// codes are the catalogs of this binary's commands, for explain.
+func codes() []diagnose.Code {
+	var out []diagnose.Code
+	for _, c := range lint.Codes {
+		out = append(out, diagnose.Code{Code: c.Code, Layer: report.LayerKube, Title: c.Title, Explain: c.Explain, Remediation: c.Remediation})
+	}
+	return out
+}
