@@ -27,7 +27,8 @@ var allowed = map[string][]string{
 	"runtime":  {"hostfs"},
 	"cdi":      {"hostfs", "runtime"},
 	"iommu":    {"hostfs", "pci", "runtime"},
-	"kubelet":  {"hostfs", "pci", "driver"}, // the node's kubelet state, read-only
+	"kubelet":  {"hostfs", "pci", "driver"},  // the node's kubelet state, read-only
+	"dra":      {"hostfs", "kubelet", "cdi"}, // the node's DRA state, read-only
 	"topo":     {"hostfs", "pci"},
 	"fixture":  {"hostfs", "pci"}, // pci.ConfigSpec encodes the trees' config spaces
 	"demo":     {"hostfs"},
