@@ -36,10 +36,13 @@ var allowed = map[string][]string{
 	// deviceplugin sits beside diagnose: a writer (its sockets, its CDI
 	// spec) that reads devices through the readers and reports findings.
 	"deviceplugin": {"hostfs", "pci", "devnode", "cdi", "report"},
-	"cli":          {"*"},
-	"archtest":     {},
-	"e2erun":       {}, // one test that runs the e2e module; no code
-	"testutil":     {},
+	// dramock is a writer beside deviceplugin: the DRA mock driver (its
+	// sockets and CDI specs) and the kubelet-side DRA tester.
+	"dramock":  {"hostfs", "cdi", "report", "deviceplugin", "dra"},
+	"cli":      {"*"},
+	"archtest": {},
+	"e2erun":   {}, // one test that runs the e2e module; no code
+	"testutil": {},
 }
 
 func TestDependencyDirection(t *testing.T) {
