@@ -233,6 +233,14 @@ func pluginKeys(root *hostfs.Root, hd nvidiaInfo, id string) map[string]string {
 		for _, node := range drmNodesOf(root, key) {
 			keys["node:"+node] = fmt.Sprintf("ID %s has %s (/sys/bus/pci/devices/%s/drm)", id, node, key)
 		}
+	case kubelet.IDOpaque:
+		// A plugin's own names (the device-plugin mock's mock-0, a
+		// vendor's serial): only the same string in a DRA device's
+		// env list or name ties them. Short IDs and bare indexes ("0",
+		// "1") stand for too many things to match.
+		if opaqueMatchable(id) {
+			keys["id:"+id] = fmt.Sprintf("ID %s", id)
+		}
 	case kubelet.IDDRMCard:
 		keys["node:/dev/dri/"+key] = fmt.Sprintf("ID %s is %s", id, key)
 		if bdf := drmBDF(root, key); bdf != "" {
@@ -282,7 +290,15 @@ func cdiKeys(root *hostfs.Root, hd nvidiaInfo, d *cdi.Device) map[string]string 
 		}
 	}
 	for _, env := range e.Env {
-		scan("env "+strings.SplitN(env, "=", 2)[0], env)
+		k, v, _ := strings.Cut(env, "=")
+		scan("env "+k, env)
+		// Device lists in env values are comma-separated
+		// (NVIDIA_VISIBLE_DEVICES, the mocks' MOCK_VISIBLE_DEVICES).
+		for _, tok := range strings.Split(v, ",") {
+			if opaqueMatchable(tok) {
+				keys["id:"+tok] = fmt.Sprintf("%s sets %s=%s", d.Name, k, v)
+			}
+		}
 	}
 	annotations := func(a map[string]string) {
 		for k, v := range a {
@@ -294,6 +310,9 @@ func cdiKeys(root *hostfs.Root, hd nvidiaInfo, d *cdi.Device) map[string]string 
 	}
 	annotations(d.Device.Annotations)
 	scan("its name", d.Device.Name)
+	if opaqueMatchable(d.Device.Name) {
+		keys["id:"+d.Device.Name] = fmt.Sprintf("%s is named %s", d.Name, d.Device.Name)
+	}
 	return keys
 }
 
@@ -325,4 +344,14 @@ func drmBDF(root *hostfs.Root, name string) string {
 		return strings.ToLower(b)
 	}
 	return ""
+}
+
+// opaqueMatchable: an opaque ID long enough, and not a bare number, to be
+// matched by equality.
+func opaqueMatchable(id string) bool {
+	if len(id) < 4 {
+		return false
+	}
+	_, err := strconv.Atoi(id)
+	return err != nil
 }

@@ -114,3 +114,15 @@ func TestDoubleNotChecked(t *testing.T) {
 		t.Errorf("a snapshot without the checkpoint was judged: %+v", n.Double)
 	}
 }
+
+// Opaque IDs (the device-plugin mock's) match by equality with a DRA
+// device's env list; bare indexes never do.
+func TestDoubleAdvertisedOpaque(t *testing.T) {
+	dn := newDRANode(t)
+	write(t, filepath.Join(dn.dir, "etc/cdi/k8s.gpu.example.com-claim_x.json"),
+		`{"cdiVersion":"0.6.0","kind":"k8s.gpu.example.com/claim","devices":[{"name":"x-mock-1","containerEdits":{"env":["MOCK_VISIBLE_DEVICES=mock-1"]}}]}`)
+	n := read(t, dn.dir, Options{DevicePluginCheckpoint: registered(map[string][]string{"fake.example.com/gpu": {"mock-0", "mock-1", "0"}})})
+	if len(n.Double) != 1 || n.Double[0].DeviceID != "mock-1" || n.Double[0].Key != "id:mock-1" {
+		t.Errorf("double %+v", n.Double)
+	}
+}

@@ -66,7 +66,7 @@ var ModeDocs = []ModeDoc{
 		"needs the API server: the scheduler keeps allocating the driver's devices after it is gone, until the kubelet wipes the node's slices of an unregistered driver (about 30 s, defaultWipingDelay in pkg/kubelet/cm/dra/manager.go), and claims allocated then wait forever to be prepared. `plugin test --dra` cannot see it (it has no API server).",
 		nil},
 	{ModeDuplicate, "names its devices mock-0..mock-N-1, the IDs `plugin mock` (the device-plugin mock) lists, and gives each claim the same env MOCK_VISIBLE_DEVICES=mock-I the device-plugin mock's Allocate gives.",
-		"the node advertises the same devices twice, as extended resource fake.example.com/gpu and as ResourceSlice devices: the scheduler can give one device to a pod through each, and both containers get it. `accel-doctor check` on a node with both (a device-plugin checkpoint registering mock-I) names both sides; `plugin test --dra --device-plugin-ids` finds it.",
+		"the node advertises the same devices twice, as extended resource fake.example.com/gpu and as ResourceSlice devices: the scheduler can give one device to a pod through each, and both containers get it. `plugin test --dra --device-plugin-socket SOCKET` (the device-plugin mock's) finds it; the node reader behind `accel-doctor check` (internal/dra) names both sides while a claim is prepared (its spec in /var/run/cdi) and the device-plugin checkpoint registers mock-I.",
 		[]string{CodeDoubleAdvertised}},
 }
 
