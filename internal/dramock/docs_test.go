@@ -42,7 +42,9 @@ func section(t *testing.T, doc, name, body string) string {
 	return doc[:i+len(begin)] + body + doc[j:]
 }
 
-func cell(s string) string { return strings.ReplaceAll(strings.Join(strings.Fields(s), " "), "|", `\|`) }
+func cell(s string) string {
+	return strings.ReplaceAll(strings.Join(strings.Fields(s), " "), "|", `\|`)
+}
 
 func modesTable() string {
 	var b strings.Builder
