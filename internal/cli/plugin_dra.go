@@ -53,7 +53,7 @@ prepared claim in --cdi-dir (removed on unprepare and on exit).
 
 Without --kubeconfig there is no API server: no ResourceSlice is published,
 and each claim the kubelet side asks to prepare is held in an in-memory
-clientset (kubeletplugin looks claims up by name), allocated to the next
+client (kubeletplugin looks claims up by name), allocated to the next
 fake device. With --kubeconfig the mock publishes a ResourceSlice of its
 devices for --node-name and reads claims from the API server.
 

@@ -53,7 +53,7 @@ var ModeDocs = []ModeDoc{
 	{ModeNotRegistered, "serves the DRA service in its plugin directory but makes no registration socket (kubeletplugin.RegistrationService(false)).",
 		"pods whose claims the driver must prepare stay in ContainerCreating: \"DRA driver DRIVER is not registered\" (pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go); the node reader behind `accel-doctor check` (internal/dra) finds the driver's directory serving without a registration.",
 		[]string{CodeNotRegistered}},
-	{ModePrepareError, "answers every claim of NodePrepareResources with an error, --error TEXT.",
+	{ModePrepareError, "answers every claim of NodePrepareResources with an error, --prepare-error TEXT.",
 		"the pod stays in ContainerCreating; its events say \"Failed to prepare dynamic resources: prepare dynamic resources: NodePrepareResources failed for ResourceClaim NAME: TEXT\" and the kubelet retries.",
 		[]string{CodePrepareFailed}},
 	{ModeNoCDISpec, "answers NodePrepareResources with CDI device IDs and writes no spec for them.",
