@@ -108,7 +108,7 @@ the driver must prepare stay in ContainerCreating with "DRA driver NAME is not r
 A registration socket made before the kubelet started is not the cause by itself: the
 kubelet's plugin watcher registers every socket already in the directory when it starts.`,
 	Remediation: "Restart the driver's pod so that it registers again (`kubectl -n NAMESPACE delete pod DRIVER-POD`); check that its DaemonSet mounts /var/lib/kubelet/plugins_registry (`kubectl -n NAMESPACE get daemonset DRIVER -o yaml`).",
-	Facts:       "DriverDirs[i].NotRegistered()",
+	Facts:       "DriverDirs[i].NotRegistered() (never when RegistryUnknown)",
 }, {
 	Code:   "DRA_CLAIM_DRIVER_NOT_REGISTERED",
 	Status: "WARN",

@@ -196,7 +196,7 @@ func Read(ctx context.Context, root *hostfs.Root, opts Options) (*Node, error) {
 		n.markOlder()
 		root.Capture(captureName(kdir), n.marshalCapture())
 	}
-	linkDirs(n.DriverDirs, n.Registrations)
+	linkDirs(n.DriverDirs, n.Registrations, n.RegistryState == kubelet.Present || n.RegistryState == kubelet.Absent)
 	n.resolveCDI(reg)
 	n.double(root, reg, kdir, opts.DevicePluginCheckpoint)
 	return n, nil

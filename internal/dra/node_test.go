@@ -335,3 +335,24 @@ func TestReplayRejectsBadCaptures(t *testing.T) {
 		}
 	}
 }
+
+// A registration directory that cannot be listed: unreadable, and no
+// driver is judged unregistered from it.
+func TestRegistryUnreadable(t *testing.T) {
+	dn := newDRANode(t)
+	reg := filepath.Join(dn.kdir, "plugins_registry")
+	os.RemoveAll(reg)
+	write(t, reg, "a file where the directory should be")
+	n := read(t, dn.dir, Options{})
+	if n.RegistryState != kubelet.Unreadable || n.RegistryErr == "" || len(n.Registrations) != 0 {
+		t.Errorf("registry %s %q", n.RegistryState, n.RegistryErr)
+	}
+	if n.UnregisteredClaimDrivers() != nil {
+		t.Errorf("claim drivers judged unregistered: %v", n.UnregisteredClaimDrivers())
+	}
+	// The driver directory still serves; whether it is registered is
+	// not known: never "not registered".
+	if dd := driverDir(t, n, driverName); !dd.Serving() || dd.NotRegistered() || !dd.RegistryUnknown {
+		t.Errorf("driver dir %+v", dd)
+	}
+}

@@ -200,6 +200,10 @@ type DriverDir struct {
 	// live (Registration.Live).
 	RegisteredBy []string `json:"registered_by,omitempty"`
 	Live         bool     `json:"live"`
+	// RegistryUnknown: the registration directory could not be read (or
+	// was not captured): whether a registration names the driver is not
+	// known.
+	RegistryUnknown bool `json:"registry_unknown,omitempty"`
 }
 
 // DirSocket is a socket of a driver's directory.
@@ -221,9 +225,10 @@ func (d *DriverDir) Serving() bool {
 }
 
 // NotRegistered: the directory has a socket that accepts connections (a
-// driver serves there) and no live registration names it. A directory
-// without a serving socket is a leftover, not a driver.
-func (d *DriverDir) NotRegistered() bool { return d.Serving() && !d.Live }
+// driver serves there), the registrations could be read, and no live one
+// names it. A directory without a serving socket is a leftover, not a
+// driver.
+func (d *DriverDir) NotRegistered() bool { return d.Serving() && !d.Live && !d.RegistryUnknown }
 
 // readDriverDirs lists the plugins directory and connects to the sockets
 // of each driver directory.
@@ -275,9 +280,9 @@ func readDriverDirs(ctx context.Context, root *hostfs.Root, dir string, timeout 
 
 // linkDirs marks each driver directory registered by the registrations
 // that name it: by driver name, or by an endpoint inside it.
-func linkDirs(dirs []*DriverDir, regs []*Registration) {
+func linkDirs(dirs []*DriverDir, regs []*Registration, known bool) {
 	for _, d := range dirs {
-		d.RegisteredBy, d.Live = nil, false
+		d.RegisteredBy, d.Live, d.RegistryUnknown = nil, false, !known
 		for _, r := range regs {
 			if !r.names(d) {
 				continue
