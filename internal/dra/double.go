@@ -69,6 +69,12 @@ func (n *Node) double(root *hostfs.Root, reg *cdi.Registry, kdir string, cp *kub
 	if len(cp.Registered) == 0 {
 		return
 	}
+	for _, d := range reg.Dirs {
+		if d.NotCaptured || d.Err != nil && !d.Absent {
+			n.DoubleNotRun = fmt.Sprintf("CDI spec directory %s could not be read: the DRA drivers' devices are not known", d.Path)
+			return
+		}
+	}
 	hd := readNVIDIA(root)
 	drivers := n.Drivers()
 	owners := draSpecOwners(reg, n.State, drivers)

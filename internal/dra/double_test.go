@@ -126,3 +126,14 @@ func TestDoubleAdvertisedOpaque(t *testing.T) {
 		t.Errorf("double %+v", n.Double)
 	}
 }
+
+// A CDI directory that cannot be read: not checked.
+func TestDoubleCDIUnreadable(t *testing.T) {
+	dn := newDRANode(t)
+	os.RemoveAll(filepath.Join(dn.dir, "etc/cdi"))
+	write(t, filepath.Join(dn.dir, "etc/cdi"), "a file where the directory should be")
+	n := read(t, dn.dir, Options{DevicePluginCheckpoint: registered(map[string][]string{"nvidia.com/gpu": {gpuUUID0}})})
+	if n.DoubleNotRun == "" || len(n.Double) != 0 {
+		t.Errorf("double %+v (%q)", n.Double, n.DoubleNotRun)
+	}
+}
