@@ -28,20 +28,24 @@ var allowed = map[string][]string{
 	"runtime":  {"hostfs"},
 	"cdi":      {"hostfs", "runtime"},
 	"iommu":    {"hostfs", "pci", "runtime"},
-	"kubelet":  {"hostfs", "pci", "driver"}, // the node's kubelet state, read-only
+	"kubelet":  {"hostfs", "pci", "driver"},  // the node's kubelet state, read-only
+	"dra":      {"hostfs", "kubelet", "cdi"}, // the node's DRA state, read-only
 	"topo":     {"hostfs", "pci"},
 	"fixture":  {"hostfs", "pci", "kubelet"}, // pci.ConfigSpec encodes the trees' config spaces; kubelet their kubelet captures
 	"demo":     {"hostfs"},
-	"diagnose": {"hostfs", "report", "pci", "driver", "devnode", "cgroup", "probe", "runtime", "cdi", "iommu", "kubelet"},
+	"diagnose": {"hostfs", "report", "pci", "driver", "devnode", "cgroup", "probe", "runtime", "cdi", "iommu", "kubelet", "dra"},
 	"lint":     {"report"}, // manifests only (bytes in, findings out); in accel-doctor-kube (internal/kubecli)
 	// deviceplugin sits beside diagnose: a writer (its sockets, its CDI
 	// spec) that reads devices through the readers and reports findings.
 	"deviceplugin": {"hostfs", "pci", "devnode", "cdi", "report"},
-	"cli":          {"*"},
-	"kubecli":      {"*"}, // accel-doctor-kube's commands: cli's Extension
-	"archtest":     {},
-	"e2erun":       {}, // one test that runs the e2e module; no code
-	"testutil":     {},
+	// dramock is a writer beside deviceplugin: the DRA mock driver (its
+	// sockets and CDI specs) and the kubelet-side DRA tester.
+	"dramock":  {"hostfs", "cdi", "report", "deviceplugin", "dra"},
+	"cli":      {"*"},
+	"kubecli":  {"*"}, // accel-doctor-kube's commands: cli's Extension
+	"archtest": {},
+	"e2erun":   {}, // one test that runs the e2e module; no code
+	"testutil": {},
 }
 
 func TestDependencyDirection(t *testing.T) {

@@ -5,14 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/accel-doctor/accel-doctor/internal/deviceplugin"
 	"github.com/accel-doctor/accel-doctor/internal/diagnose"
 	"github.com/accel-doctor/accel-doctor/internal/report"
 )
@@ -52,15 +55,35 @@ type Extension struct {
 	DRA *DRAPlugin
 }
 
-// DRAPlugin is how the plugin command reaches the DRA mock and tester.
+// DRAPlugin is how the plugin command reaches the DRA mock and tester:
+// each Add adds the DRA flags (--dra among them) to the command and
+// returns whether --dra was given and what runs it.
 type DRAPlugin struct {
 	MockHelp, TestHelp string
 	Modes              []string
-	// AddMockFlags and AddTestFlags add the DRA flags (--dra among them)
-	// and return what runs the command when --dra is given (nil: it was
-	// not).
-	AddMockFlags func(cmd *cobra.Command) func(ctx context.Context, g *Globals, mode string, devices int, logFormat string, debug bool) (bool, error)
-	AddTestFlags func(cmd *cobra.Command) func(ctx context.Context, g *Globals, timeout int64, verbose bool) (bool, error)
+	AddMockFlags       func(cmd *cobra.Command) (given func() bool, run func(ctx context.Context, g *Globals, mode string, devices int, logFormat string, debug bool) error)
+	AddTestFlags       func(cmd *cobra.Command) (given func() bool, run func(ctx context.Context, g *Globals, timeout time.Duration, verbose bool) error)
+}
+
+// PluginLogger is the plugin commands' slog logger.
+func PluginLogger(w io.Writer, format string, debug bool) (*slog.Logger, error) {
+	return pluginLogger(w, format, debug)
+}
+
+// HandlesCancel says the running command ends by itself on SIGTERM or
+// SIGINT (its context is cancelled): the signal does not end the process.
+func HandlesCancel() { handlesCancel.Store(true) }
+
+// MeasurementTable renders latencies as plugin test prints them.
+func MeasurementTable(ms []deviceplugin.Measurement) *report.Table { return measurementTable(ms) }
+
+// wantsKube: a command line accel-doctor-kube must run (plugin mock --dra,
+// plugin test --dra) that accel-doctor's own plugin command would refuse.
+func wantsKube(args []string) bool {
+	if len(args) < 2 || args[0] != "plugin" {
+		return false
+	}
+	return slices.ContainsFunc(args[1:], func(a string) bool { return a == "--dra" || a == "--dra=true" })
 }
 
 // Globals are the flags every command shares, for the commands of an

@@ -189,12 +189,17 @@ func newPluginMockCmd(g *globals) *cobra.Command {
 		mc deviceplugin.MockConfig
 		md string
 	)
+	dra := g.draPlugin()
+	var (
+		draGiven func() bool
+		draRun   func(context.Context, *Globals, string, int, string, bool) error
+	)
 	var modes strings.Builder
 	for _, d := range deviceplugin.ModeDocs {
 		fmt.Fprintf(&modes, "  %s\n      %s\n      Symptom: %s\n", d.Mode, d.Does, d.Symptom)
 	}
 	cmd := &cobra.Command{
-		Use:   "mock --resource NAME --devices N --mode MODE [--kubelet-dir DIR]",
+		Use:   "mock --resource NAME --devices N --mode MODE [--kubelet-dir DIR] | mock --dra --driver NAME [--mode MODE]",
 		Short: "Run a fake device plugin that plants one failure, to reproduce it in a test cluster (WRITES a socket)",
 		Long: `mock is a fake device plugin with N fake devices (mock-0 ... mock-N-1) and
 one planted failure, to reproduce in a test cluster what users report against
@@ -211,9 +216,12 @@ through the socket's peer credentials).
 
 stdout gets the same event lines as 'plugin serve' ("SERVING ...",
 "REGISTERED ...", "REGISTER_FAILED ..."); SIGTERM or SIGINT: the socket is
-removed and it exits 0.`,
+removed and it exits 0.` + dra.MockHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if draGiven() {
+				return draRun(cmd.Context(), g, md, mc.Devices, f.logFormat, f.debug)
+			}
 			if err := f.check(); err != nil {
 				return err
 			}
@@ -272,11 +280,12 @@ removed and it exits 0.`,
 	fl := cmd.Flags()
 	fl.StringVar(&mc.Resource, "resource", "fake.example.com/gpu", "the extended resource name to register")
 	fl.IntVar(&mc.Devices, "devices", 2, "number of fake devices")
-	fl.StringVar(&md, "mode", "healthy", "the failure to plant: "+strings.Join(deviceplugin.Modes(), ", "))
+	fl.StringVar(&md, "mode", "healthy", "the failure to plant: "+strings.Join(deviceplugin.Modes(), ", ")+dra.modes())
 	fl.DurationVar(&mc.Interval, "interval", time.Second, "flapping: the period of the health flips; duplicate: how often the first instance resends its list")
 	fl.DurationVar(&mc.Delay, "delay", 5*time.Second, "slow-allocate: how long Allocate takes")
 	fl.StringVar(&mc.Error, "error", "mock: allocation refused", "fail-allocate: the error Allocate returns")
 	fl.StringVar(&mc.Socket, "socket-name", "", "the socket's file name in --kubelet-dir (default accel-doctor-mock-<domain>_<name>.sock)")
+	draGiven, draRun = dra.AddMockFlags(cmd)
 	return cmd
 }
 
@@ -288,8 +297,13 @@ func newPluginTestCmd(g *globals) *cobra.Command {
 		verbose    bool
 		socketFlag string
 	)
+	dra := g.draPlugin()
+	var (
+		draGiven func() bool
+		draRun   func(context.Context, *Globals, time.Duration, bool) error
+	)
 	cmd := &cobra.Command{
-		Use:   "test (--kubelet-dir DIR | --socket PATH) [--timeout D]",
+		Use:   "test (--kubelet-dir DIR | --socket PATH | --dra --plugins-registry DIR) [--timeout D]",
 		Short: "Check a device plugin against the kubelet's contract, acting as the kubelet, and time it",
 		Long: `test is the kubelet side of the device-plugin API.
 
@@ -317,9 +331,12 @@ credentials, that the process is one), Allocate p50/p99, and kubelet.sock
 recreated -> Register.
 
 It writes only DIR/kubelet.sock (removed at the end). Exit status: 0 no FAIL;
-1 at least one FAIL; 2 a usage error, or nothing could be judged.`,
+1 at least one FAIL; 2 a usage error, or nothing could be judged.` + dra.TestHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if draGiven() {
+				return draRun(cmd.Context(), g, o.Timeout, verbose)
+			}
 			o.Socket = socketFlag
 			if (o.KubeletDir == "") == (o.Socket == "") {
 				return usageErr("give exactly one of --kubelet-dir DIR and --socket PATH")
@@ -387,6 +404,7 @@ It writes only DIR/kubelet.sock (removed at the end). Exit status: 0 no FAIL;
 	fl.BoolVar(&noRereg, "no-reregister", false, "with --kubelet-dir: do not recreate kubelet.sock to test re-registration")
 	fl.BoolVar(&noTrigger, "no-trigger", false, "do not signal accel-doctor's mock to time a health change")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "text output: list every check, the ones that passed too")
+	draGiven, draRun = dra.AddTestFlags(cmd)
 	g.addOutputFlag(cmd)
 	return cmd
 }
@@ -513,4 +531,30 @@ func sameExe(pid int) bool {
 	}
 	b, err := os.Stat("/proc/self/exe")
 	return err == nil && os.SameFile(a, b)
+}
+
+// draPlugin is the DRA side of the plugin commands: accel-doctor-kube's,
+// or, in accel-doctor, a note (the command lines with --dra go to
+// accel-doctor-kube before these commands are built: wantsKube).
+func (g *globals) draPlugin() *DRAPlugin {
+	if g.ext != nil && g.ext.DRA != nil {
+		return g.ext.DRA
+	}
+	return &DRAPlugin{
+		MockHelp: "\n\nWith --dra it is a fake DRA driver instead: accel-doctor-kube runs it (accel-doctor-kube plugin mock --help).",
+		TestHelp: "\n\nWith --dra it tests a DRA driver: accel-doctor-kube runs it (accel-doctor-kube plugin test --help).",
+		AddMockFlags: func(*cobra.Command) (func() bool, func(context.Context, *Globals, string, int, string, bool) error) {
+			return func() bool { return false }, nil
+		},
+		AddTestFlags: func(*cobra.Command) (func() bool, func(context.Context, *Globals, time.Duration, bool) error) {
+			return func() bool { return false }, nil
+		},
+	}
+}
+
+func (d *DRAPlugin) modes() string {
+	if len(d.Modes) == 0 {
+		return ""
+	}
+	return "; with --dra: " + strings.Join(d.Modes, ", ")
 }

@@ -58,11 +58,18 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func mainWith(ctx context.Context, args []string, stdout, stderr io.Writer, ext *Extension) int {
 	g := &globals{stdout: stdout, stderr: stderr, ext: ext}
+	if ext == nil && wantsKube(args) {
+		return exitCode(stderr, g.runKube(ctx, args))
+	}
 	cmd := newRoot(g)
 	cmd.SetArgs(args)
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)
-	err := cmd.ExecuteContext(ctx)
+	return exitCode(stderr, cmd.ExecuteContext(ctx))
+}
+
+// exitCode is the exit status of a command's error, which it reports.
+func exitCode(stderr io.Writer, err error) int {
 	if err == nil {
 		return 0
 	}

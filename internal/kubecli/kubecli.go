@@ -22,6 +22,7 @@ func Extension() *cli.Extension {
 			return []*cobra.Command{newLintCmd(g)}
 		},
 		Codes: codes(),
+		DRA:   draPlugin(),
 	}
 }
 

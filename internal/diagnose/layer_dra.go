@@ -1,0 +1,162 @@
+package diagnose
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/accel-doctor/accel-doctor/internal/dra"
+	"github.com/accel-doctor/accel-doctor/internal/kubelet"
+	"github.com/accel-doctor/accel-doctor/internal/report"
+)
+
+// Layer 6, DRA on the node: the kubelet's plugin registrations, the
+// drivers' directories, the kubelet's DRA state and the CDI devices of
+// its prepared claims (internal/dra reads; this file judges, by the facts
+// dra.Codes names for each code).
+
+func draCodes() []Code {
+	out := make([]Code, 0, len(dra.Codes))
+	for _, c := range dra.Codes {
+		out = append(out, Code{Code: c.Code, Layer: report.LayerKube, Title: c.Title, Explain: c.Explain, Remediation: c.Remediation})
+	}
+	return out
+}
+
+func draCheck() Check {
+	codes := make([]string, 0, len(dra.Codes))
+	for _, c := range dra.Codes {
+		codes = append(codes, c.Code)
+	}
+	return Check{ID: "kube.dra", Layer: report.LayerKube,
+		Title: "DRA drivers' registrations, the kubelet's DRA state and its claims' CDI devices on this node",
+		Codes: codes, Run: checkDRA}
+}
+
+// DRA reads the node's DRA side once per run. The device-plugin
+// checkpoint (for double advertising) is the kubelet layer's read, which
+// a snapshot keeps in its capture.
+func (e *Env) DRA() (*dra.Node, error) {
+	return memo(e, "dra.node", func() (*dra.Node, error) {
+		o := dra.Options{KubeletDir: e.Opts.KubeletDir, Timeout: kubeTimeout}
+		if n, err := e.Kubelet(); err == nil && n != nil {
+			o.DevicePluginCheckpoint = n.Checkpoint
+		}
+		return dra.Read(context.Background(), e.Root, o)
+	})
+}
+
+func checkDRA(e *Env, out *Out) {
+	n, err := e.DRA()
+	if err != nil {
+		out.NotRun("DRA_STATE_NOT_READ", "dra", "the node's DRA side could not be read", err.Error())
+		return
+	}
+	// No registry, no plugins directory and no state that could be read:
+	// no DRA on this node, or a capture without the kubelet's directory:
+	// nothing to add to what the kubelet check says of the node.
+	looked := func(s kubelet.State) bool { return s == kubelet.Present || s == kubelet.Unreadable }
+	if !looked(n.RegistryState) && !looked(n.PluginsState) && !looked(n.StateState) {
+		return
+	}
+	for _, r := range n.Registrations {
+		judgeDRARegistration(out, r)
+	}
+	for _, d := range n.DriverDirs {
+		if d.NotRegistered() {
+			out.Add("DRA_DRIVER_NOT_REGISTERED", report.Fail, d.Name,
+				"driver "+d.Name+" serves its plugin directory but has no live registration in "+n.RegistryDir,
+				Ev(d.Path, "serving"), Ev(n.RegistryDir, fmt.Sprintf("%d registration(s)", len(n.Registrations))))
+		}
+	}
+	judgeDRAState(out, n)
+	for _, d := range n.UnregisteredClaimDrivers() {
+		out.Add("DRA_CLAIM_DRIVER_NOT_REGISTERED", report.Warn, d,
+			"prepared claims of driver "+d+" are in the kubelet's state, and the driver is not registered",
+			Ev(n.StatePath, "claims of "+d), Ev(n.RegistryDir, "no live registration of "+d))
+	}
+	for _, c := range n.CDI {
+		switch c.Resolve {
+		case dra.Unresolved, dra.Invalid:
+			why := "no CDI spec in " + strings.Join(n.CDIDirs, ", ") + " declares it"
+			if c.Resolve == dra.Invalid {
+				why = "not a qualified CDI device name"
+			}
+			if n.WrittenBeforeBoot {
+				why += " (the state was written before this boot: /var/run/cdi is a tmpfs)"
+			}
+			out.Add("DRA_CLAIM_CDI_UNRESOLVED", report.Fail, c.Claim,
+				"claim "+c.Claim+" ("+c.Driver+") was prepared with CDI device "+c.ID+": "+why,
+				Ev(n.StatePath, "claim "+c.ClaimUID+" device "+c.Device), Ev("CDI", c.Evidence))
+		}
+	}
+	for _, d := range n.Double {
+		out.Add("DRA_DOUBLE_ADVERTISED", report.Warn, d.Key,
+			fmt.Sprintf("%s is advertised twice: as %s device %s by a device plugin and as CDI device %s by DRA driver %s", d.Key, d.Resource, d.DeviceID, d.CDIDevice, d.Driver),
+			Ev(kubelet.DevicePluginDir(n.KubeletDir)+"/"+kubelet.CheckpointName, d.Resource+": "+d.DeviceID), Ev(d.Spec, d.CDIDevice+" ("+d.DriverBy+")"), Ev("match", d.Evidence))
+	}
+	if n.DoubleNotRun != "" && len(n.Drivers()) > 0 {
+		out.NotRun("DRA_DOUBLE_NOT_CHECKED", "dra", "whether a device plugin and a DRA driver advertise the same devices is not known", n.DoubleNotRun)
+	}
+}
+
+func judgeDRARegistration(out *Out, r *dra.Registration) {
+	ev := []report.Evidence{Ev(r.Path, r.Type), Ev(r.Dial.Method, dialWhy(r.Dial))}
+	name := r.Name
+	if r.Info != nil && r.Info.Name != "" {
+		name = r.Info.Name
+	}
+	switch a := r.Dial.Answer; {
+	case a == kubelet.Refused:
+		out.Add("DRA_REGISTRATION_DEAD", report.Fail, name, "no driver listens on registration socket "+r.Name+" (connection refused)", ev...)
+		return
+	case couldNotLook(a) || a == kubelet.NotSocket:
+		return // nothing known of it
+	case a != kubelet.Answered:
+		out.Add("DRA_REGISTRATION_NOT_ANSWERING", report.Fail, name, "registration socket "+r.Name+" does not answer GetInfo ("+string(a)+")", ev...)
+		return
+	}
+	if r.Info == nil || r.Info.Type != dra.TypeDRA {
+		return // a CSI or device-plugin registration: not DRA's
+	}
+	if r.Unsupported {
+		out.Add("DRA_UNSUPPORTED_VERSION", report.Fail, name,
+			"driver "+name+" registers versions "+strings.Join(r.Info.SupportedVersions, ", ")+", none of which this kubelet's DRA manager speaks", ev...)
+	}
+	if r.Endpoint != nil && r.Endpoint.Dial.Answer != dra.Connected {
+		out.Add("DRA_ENDPOINT_MISSING", report.Fail, name,
+			"driver "+name+"'s endpoint "+r.Endpoint.Path+" does not accept a connection ("+string(r.Endpoint.Dial.Answer)+")",
+			append(ev, Ev(r.Endpoint.Path, dialWhy(r.Endpoint.Dial)))...)
+	}
+}
+
+func judgeDRAState(out *Out, n *dra.Node) {
+	switch n.StateState {
+	case kubelet.Absent:
+		return
+	case kubelet.NotCaptured:
+		why := n.StateErr
+		if why == "" {
+			why = "the snapshot did not capture " + n.StatePath
+		}
+		out.NotRun("DRA_STATE_NOT_READ", "dra_manager_state", "the kubelet's DRA state was not captured", why, Ev(n.StatePath, string(n.StateState)))
+		return
+	case kubelet.Unreadable:
+		if n.State == nil && strings.Contains(n.StateErr, "permission") {
+			out.NotRun("DRA_STATE_NOT_READ", "dra_manager_state", "the kubelet's DRA state could not be read", n.StateErr, Ev(n.StatePath, string(n.StateState)))
+			return
+		}
+		if n.State == nil {
+			out.Add("DRA_STATE_CHECKSUM", report.Fail, "dra_manager_state", "the kubelet's DRA state does not parse: the kubelet will not start", Ev(n.StatePath, n.StateErr))
+			return
+		}
+	}
+	if s := n.State; s != nil && (!s.ChecksumOK || s.DataErr != "") {
+		out.Add("DRA_STATE_CHECKSUM", report.Fail, "dra_manager_state", "the kubelet's DRA state does not verify: the kubelet will not start",
+			Ev(n.StatePath+" Checksum", fmt.Sprint(s.Stored)), Ev("computed (CRC-32)", fmt.Sprint(s.Computed)), Ev("data", s.DataErr))
+	}
+	if n.WrittenBeforeBoot {
+		out.Add("DRA_STATE_FROM_EARLIER_BOOT", report.Pass, "dra_manager_state", "the kubelet's DRA state was written before this boot",
+			Ev(n.StatePath+" (mtime)", n.StateModTime.UTC().String()), Ev(dra.ProcStat+" btime", n.BootTime.UTC().String()))
+	}
+}

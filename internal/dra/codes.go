@@ -1,0 +1,141 @@
+package dra
+
+import "github.com/accel-doctor/accel-doctor/internal/kubelet"
+
+// Codes are the proposed layer-6 DRA (node side) codes, in report order,
+// in the shape of kubelet.Codes. Remediations name only commands that
+// exist: kubectl, systemctl, journalctl, crictl, ls, rm, nvidia-smi,
+// accel-doctor.
+var Codes = []kubelet.ProposedCode{{
+	Code:   "DRA_STATE_NOT_READ",
+	Status: "NOT_RUN",
+	Title:  "the kubelet's DRA state could not be read: prepared claims are not known",
+	Explain: `/var/lib/kubelet/dra_manager_state is there but could not be read (permissions, a
+file larger than any state the kubelet writes), or a snapshot did not capture it. Nothing is
+said of the claims it holds. The file is absent on a node whose kubelet never ran with DRA
+on (the DynamicResourceAllocation feature, on by default since 1.34): that is no finding.`,
+	Remediation: "Run `accel-doctor check` as root on the node, or take the snapshot again with `accel-doctor snapshot`.",
+	Facts:       "StateState in (Unreadable, NotCaptured) && State == nil",
+}, {
+	Code:   "DRA_STATE_CHECKSUM",
+	Status: "FAIL",
+	Title:  "the kubelet's DRA state does not verify: the kubelet will not start",
+	Explain: `dra_manager_state is the JSON {"Data": TEXT, "Checksum": N}, where N is the CRC-32
+(IEEE) of TEXT (pkg/kubelet/cm/dra/state/checkpoint.go). The kubelet verifies it when its DRA
+manager is created; a mismatch, a file that is not that JSON, or a Data that does not decode
+is an error there, which fails the container manager: the kubelet exits at start ("could not
+initialize checkpoint manager, please drain node and remove DRA state file", or "GetOrCreate()
+on checkpoint state"). The evidence gives the stored and the computed checksums.`,
+	Remediation: "Drain the node (`kubectl drain NODE --ignore-daemonsets`), stop the kubelet (`systemctl stop kubelet`), remove the file (`rm /var/lib/kubelet/dra_manager_state`), start the kubelet (`systemctl start kubelet`), read `journalctl -u kubelet`, and uncordon (`kubectl uncordon NODE`).",
+	Facts:       "StateState == Unreadable (parse) || !State.ChecksumOK || State.DataErr != \"\"",
+}, {
+	Code:   "DRA_CLAIM_CDI_UNRESOLVED",
+	Status: "FAIL",
+	Title:  "a prepared claim's CDI device is declared by no CDI spec on the node",
+	Explain: `The kubelet's DRA state lists the claim as prepared, with the CDI device IDs its
+driver answered in NodePrepareResources; the kubelet hands those IDs to the runtime for every
+container of the claim. No valid spec in /etc/cdi or /var/run/cdi declares the ID, so the
+runtime fails to create the container: "unresolvable CDI devices ID" (containerd and CRI-O,
+from the CDI library), and the pod stays in ContainerCreating or CrashLoopBackOff. The usual
+cause is a reboot: drivers write per-claim specs into /var/run/cdi, a tmpfs, while the state
+survives in /var/lib/kubelet. A kubelet that restarts marks restored claims unprepared and
+calls NodePrepareResources again (newClaimInfoFromState, claiminfo.go), which helps only when
+the driver rewrites the spec then; a running kubelet does not ask again. The evidence says
+whether the state was written before the current boot.`,
+	Remediation: "Restart the DRA driver's pod on this node so that it regenerates its specs (`kubectl -n NAMESPACE delete pod DRIVER-POD`), then delete the stuck pod so the claim is prepared again (`kubectl -n NAMESPACE delete pod POD`); check with `ls /var/run/cdi` and `accel-doctor cdi validate`.",
+	Facts:       "CDI[i].Resolve == Unresolved (Invalid: a driver answered a name that is not a qualified CDI name)",
+}, {
+	Code:   "DRA_STATE_FROM_EARLIER_BOOT",
+	Status: "PASS",
+	Title:  "the DRA state was last written before the current boot",
+	Explain: `The state has no boot ID; its mtime is before the kernel's boot time (btime in
+/proc/stat). Its claims were prepared in an earlier boot; any per-claim CDI spec their drivers
+wrote into /var/run/cdi (a tmpfs) is gone unless the driver rewrote it. Evidence for
+DRA_CLAIM_CDI_UNRESOLVED.`,
+	Facts: "WrittenBeforeBoot",
+}, {
+	Code:   "DRA_REGISTRATION_DEAD",
+	Status: "FAIL",
+	Title:  "a DRA registration socket is left behind by a driver that no longer runs",
+	Explain: `Connecting to the socket in /var/lib/kubelet/plugins_registry gave ECONNREFUSED:
+no process listens. The driver's pod exited without removing it. The kubelet dropped the
+driver when the socket stopped answering; claims of that driver are not prepared ("DRA driver
+NAME is not registered") and its ResourceSlices are deleted about 30 s later, after which the
+scheduler sees none of its devices.`,
+	Remediation: "Find the driver's pod and why it stopped: `kubectl get pods -A -o wide --field-selector spec.nodeName=NODE`, `kubectl -n NAMESPACE logs --previous DRIVER-POD`, or `crictl ps -a` on the node.",
+	Facts:       "Registrations[i].Dial.Answer == Refused",
+}, {
+	Code:   "DRA_REGISTRATION_NOT_ANSWERING",
+	Status: "FAIL",
+	Title:  "a registration socket accepts connections but does not answer GetInfo",
+	Explain: `The kubelet's plugin watcher calls GetInfo on every socket in plugins_registry
+(GenerateRegisterPluginFunc, pkg/kubelet/pluginmanager/operationexecutor) and registers
+nothing when it fails ("failed to get plugin info using RPC GetInfo"). The socket timed out,
+did not speak gRPC, or answered the Registration service as Unimplemented.`,
+	Remediation: "Read the driver's log (`kubectl -n NAMESPACE logs DRIVER-POD`) and restart it (`kubectl -n NAMESPACE delete pod DRIVER-POD`).",
+	Facts:       "Registrations[i].Dial.Answer in (TimedOut, Failed, Unimplemented)",
+}, {
+	Code:   "DRA_UNSUPPORTED_VERSION",
+	Status: "FAIL",
+	Title:  "a DRA driver registers only gRPC services this kubelet does not speak",
+	Explain: `GetInfo's supported_versions lists the DRA gRPC services the driver serves. A
+1.37 kubelet speaks v1.DRAPlugin and v1beta1.DRAPlugin and rejects a registration naming
+neither ("none of services supported by the plugin ... are supported by the kubelet"): the
+driver is not registered. Drivers built for 1.31 and earlier registered version strings such
+as "1.0.0" or v1alpha4.`,
+	Remediation: "Upgrade the DRA driver to a release built for this Kubernetes version (check the driver's Helm chart or DaemonSet image with `kubectl -n NAMESPACE get daemonset -o wide`).",
+	Facts:       "Registrations[i].Unsupported",
+}, {
+	Code:   "DRA_ENDPOINT_MISSING",
+	Status: "FAIL",
+	Title:  "a DRA driver's registration names an endpoint that does not accept connections",
+	Explain: `GetInfo answered with the driver's name and the path of its DRA service socket,
+and that path does not exist, is not a socket, refuses connections or is not absolute. The
+kubelet dials the endpoint for NodePrepareResources; every claim of the driver fails to
+prepare and its pods stay in ContainerCreating. A driver whose data directory is not mounted
+at the same host path in its pod and in the kubelet (hostPath /var/lib/kubelet/plugins/NAME)
+answers such an endpoint.`,
+	Remediation: "Compare the endpoint with the driver DaemonSet's hostPath mounts (`kubectl -n NAMESPACE get daemonset DRIVER -o yaml`), check `ls -l` of the path, and restart the driver pod.",
+	Facts:       "Registrations[i].Endpoint.Dial.Answer != Connected",
+}, {
+	Code:   "DRA_DRIVER_NOT_REGISTERED",
+	Status: "FAIL",
+	Title:  "a DRA driver serves on the node but is not registered with the kubelet",
+	Explain: `/var/lib/kubelet/plugins/NAME holds a socket that accepts connections (a driver
+runs), and no live registration in plugins_registry names the driver or an endpoint in that
+directory: its registration socket is missing, dead, silent or rejected. Pods whose claims
+the driver must prepare stay in ContainerCreating with "DRA driver NAME is not registered".
+A registration socket made before the kubelet started is not the cause by itself: the
+kubelet's plugin watcher registers every socket already in the directory when it starts.`,
+	Remediation: "Restart the driver's pod so that it registers again (`kubectl -n NAMESPACE delete pod DRIVER-POD`); check that its DaemonSet mounts /var/lib/kubelet/plugins_registry (`kubectl -n NAMESPACE get daemonset DRIVER -o yaml`).",
+	Facts:       "DriverDirs[i].NotRegistered() (never when RegistryUnknown)",
+}, {
+	Code:   "DRA_CLAIM_DRIVER_NOT_REGISTERED",
+	Status: "WARN",
+	Title:  "the kubelet holds prepared claims of a driver that is not registered",
+	Explain: `The DRA state lists claims prepared by a driver with no live registration on the
+node. Running containers keep their devices; when their pods end, the kubelet cannot call
+NodeUnprepareResources and the pods stay Terminating, and new pods with claims of that driver
+stay in ContainerCreating.`,
+	Remediation: "Start the driver on the node again (`kubectl -n NAMESPACE rollout status daemonset/DRIVER`); if it was removed on purpose, delete the pods that use its claims first (`kubectl -n NAMESPACE delete pod POD`).",
+	Facts:       "State.Claims[i].Drivers[j].Driver not in Registered()",
+}, {
+	Code:   "DRA_DOUBLE_ADVERTISED",
+	Status: "WARN",
+	Title:  "a device is advertised both by a device plugin and by a DRA driver",
+	Explain: `The device manager's checkpoint registers the device for a device plugin's
+resource (RegisteredDevices), and a CDI spec of a DRA driver names the same device (the same
+GPU UUID, PCI address or device node). The scheduler counts it twice, as extended-resource
+capacity and as a ResourceSlice device, so a pod asking nvidia.com/gpu and another with a
+claim can be given the same GPU. The evidence names both sides and what they share.`,
+	Remediation: "Run one of the two on this node: remove the device plugin (`kubectl -n NAMESPACE delete daemonset PLUGIN`, or label the node so its DaemonSet's nodeSelector excludes it with `kubectl label node NODE KEY=VALUE`), or disable the DRA driver there.",
+	Facts:       "Double[i]",
+}, {
+	Code:   "DRA_DOUBLE_NOT_CHECKED",
+	Status: "NOT_RUN",
+	Title:  "whether a device is advertised twice could not be checked",
+	Explain: `The device manager's checkpoint could not be read (or a snapshot does not hold it:
+it is never archived, as its AllocateResponses may carry secrets).`,
+	Remediation: "Run `accel-doctor check` on the node itself.",
+	Facts:       "DoubleNotRun != \"\"",
+}}

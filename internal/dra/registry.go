@@ -1,0 +1,312 @@
+package dra
+
+import (
+	"context"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
+	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+	"github.com/accel-doctor/accel-doctor/internal/kubelet"
+)
+
+// The plugin types a registration's GetInfo names
+// (k8s.io/kubelet/pkg/apis/pluginregistration/v1, constants.go).
+const (
+	TypeDRA          = registerapi.DRAPlugin
+	TypeCSI          = registerapi.CSIPlugin
+	TypeDevicePlugin = registerapi.DevicePlugin
+)
+
+// KubeletServices are the DRA gRPC services a v1.37 kubelet speaks, in its
+// order of preference (servicesSupportedByKubelet in pkg/kubelet/cm/dra/
+// plugin/dra_plugin.go). A DRA registration whose SupportedVersions names
+// none of them is rejected (validateSupportedServices in
+// dra_plugin_manager.go: "none of services supported by the plugin ... are
+// supported by the kubelet"). The names are DRAPluginService of
+// k8s.io/kubelet/pkg/apis/dra/v1 and v1beta1 (types.go), written out here
+// because those packages pull in apimachinery's runtime for their
+// conversions; a test of internal/dramock, which imports them, holds the
+// two equal.
+var KubeletServices = []string{"v1.DRAPlugin", "v1beta1.DRAPlugin"}
+
+// Registration is one entry of the plugins_registry directory.
+type Registration struct {
+	Path string `json:"path"`
+	Name string `json:"name"`
+	// Type is what lstat says the entry is ("socket", "regular file",
+	// "symlink"); only sockets are dialed, as the plugin watcher only acts
+	// on sockets (util.IsUnixDomainSocket in plugin_watcher.go).
+	Type    string    `json:"type"`
+	ModTime time.Time `json:"mtime"`
+	// OlderThanKubelet: the socket was bound before the running kubelet
+	// started (KubeletStart). Unlike the device-plugin directory, this is
+	// no fault by itself: the kubelet's plugin watcher walks the directory
+	// when it starts and registers every socket it finds
+	// (traversePluginDir in pkg/kubelet/pluginmanager/pluginwatcher/
+	// plugin_watcher.go), so a driver need not re-register. It is kept as
+	// evidence beside a dead or silent socket.
+	OlderThanKubelet bool `json:"older_than_kubelet,omitempty"`
+	// Dial is what GetInfo gave.
+	Dial kubelet.Dial `json:"dial"`
+	// Info is the GetInfo answer.
+	Info *PluginInfo `json:"info,omitempty"`
+	// Endpoint is the service socket Info names (DRA and CSI plugins);
+	// nil when GetInfo did not answer or named none.
+	Endpoint *Endpoint `json:"endpoint,omitempty"`
+	// Unsupported: a DRA registration whose SupportedVersions holds none
+	// of KubeletServices; the kubelet rejects it.
+	Unsupported bool `json:"unsupported,omitempty"`
+}
+
+// PluginInfo is a registration's GetInfo answer.
+type PluginInfo struct {
+	Type              string   `json:"type"`
+	Name              string   `json:"name"`
+	Endpoint          string   `json:"endpoint,omitempty"`
+	SupportedVersions []string `json:"supported_versions,omitempty"`
+}
+
+// Endpoint is the socket a registration names, connected to once.
+type Endpoint struct {
+	Path string `json:"path"`
+	// Dial is the connect: Connected, Refused, Gone (no such file),
+	// NotSocket... Absolute is false for an endpoint that is not a
+	// host-absolute path: then nothing was dialed.
+	Dial     kubelet.Dial `json:"dial"`
+	Absolute bool         `json:"absolute"`
+}
+
+// Live reports whether the registration is one the kubelet can use now:
+// GetInfo answered and, for DRA and CSI, the endpoint accepted a
+// connection.
+func (r *Registration) Live() bool {
+	if r.Dial.Answer != kubelet.Answered || r.Info == nil {
+		return false
+	}
+	if r.Endpoint != nil {
+		return r.Endpoint.Dial.Answer == Connected
+	}
+	return r.Info.Type != TypeDRA && r.Info.Type != TypeCSI
+}
+
+// readRegistry lists dir and asks every socket in it GetInfo, all at once.
+func readRegistry(ctx context.Context, root *hostfs.Root, dir string, timeout time.Duration) ([]*Registration, error) {
+	names, err := root.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var regs []*Registration
+	for _, name := range names {
+		p := path.Join(dir, name)
+		n, err := root.Lstat(p)
+		if err != nil {
+			continue // gone since the listing
+		}
+		r := &Registration{Path: p, Name: name, Type: n.Type.String()}
+		switch n.Type {
+		case hostfs.TypeSocket:
+		case hostfs.TypeRegular:
+			if !strings.HasSuffix(name, ".sock") {
+				continue
+			}
+			r.Dial = kubelet.Dial{Answer: kubelet.NotSocket, Method: getInfoMethod}
+		default:
+			// Directories: the watcher walks them too; drivers put
+			// their registration sockets at the top (kubeletplugin's
+			// RegistrarDirectoryPath default), so one level is read.
+			continue
+		}
+		if m, err := root.ModTime(p); err == nil {
+			r.ModTime = m
+		}
+		regs = append(regs, r)
+	}
+	var wg sync.WaitGroup
+	for _, r := range regs {
+		if r.Dial.Answer == kubelet.NotSocket {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			getInfo(ctx, root, r, timeout)
+		}()
+	}
+	wg.Wait()
+	sort.Slice(regs, func(i, j int) bool { return regs[i].Name < regs[j].Name })
+	return regs, nil
+}
+
+func getInfo(ctx context.Context, root *hostfs.Root, r *Registration, timeout time.Duration) {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c, d := dialGRPC(cctx, root, r.Path)
+	if d != nil {
+		d.Method = getInfoMethod
+		r.Dial = *d
+		return
+	}
+	info, err := registerapi.NewRegistrationClient(c.cc).GetInfo(cctx, &registerapi.InfoRequest{})
+	r.Dial = c.result(getInfoMethod, err)
+	c.Close()
+	if err != nil {
+		return
+	}
+	r.Info = &PluginInfo{Type: info.GetType(), Name: info.GetName(), Endpoint: info.GetEndpoint(),
+		SupportedVersions: info.GetSupportedVersions()}
+	if r.Info.Type == TypeDRA {
+		r.Unsupported = !slices.ContainsFunc(r.Info.SupportedVersions, func(v string) bool { return slices.Contains(KubeletServices, v) })
+	}
+	if r.Info.Endpoint == "" || r.Info.Type == TypeDevicePlugin {
+		// A device plugin's registration through this directory names
+		// its socket the same way, but the device manager handles it;
+		// CSI and DRA name the service socket the kubelet dials.
+		if r.Info.Type != TypeDRA && r.Info.Type != TypeCSI {
+			return
+		}
+	}
+	ep := &Endpoint{Path: r.Info.Endpoint, Absolute: strings.HasPrefix(r.Info.Endpoint, "/")}
+	if ep.Absolute {
+		// The kubelet dials the endpoint as a host path (the plugin
+		// and the kubelet share /var/lib/kubelet/plugins through a
+		// hostPath mount); through the root here.
+		ep.Dial = connectOnly(ctx, root, path.Clean(ep.Path), timeout)
+	} else {
+		ep.Dial = kubelet.Dial{Answer: kubelet.Failed, Err: "endpoint " + quote(ep.Path) + " is not an absolute path"}
+	}
+	r.Endpoint = ep
+}
+
+func quote(s string) string { return "\"" + s + "\"" }
+
+// DriverDir is one directory under the kubelet's plugins directory: a
+// driver's data directory (kubeletplugin's PluginDataDirectoryPath, by
+// default /var/lib/kubelet/plugins/DRIVER, holding its service socket
+// dra.sock) or a CSI driver's.
+type DriverDir struct {
+	Path string `json:"path"`
+	Name string `json:"name"`
+	// Sockets are the sockets in the directory (one level), each
+	// connected to once.
+	Sockets []DirSocket `json:"sockets,omitempty"`
+	// RegisteredBy names the registration sockets whose GetInfo names this
+	// driver or an endpoint in this directory; Live whether one of them is
+	// live (Registration.Live).
+	RegisteredBy []string `json:"registered_by,omitempty"`
+	Live         bool     `json:"live"`
+	// RegistryUnknown: the registration directory could not be read (or
+	// was not captured): whether a registration names the driver is not
+	// known.
+	RegistryUnknown bool `json:"registry_unknown,omitempty"`
+}
+
+// DirSocket is a socket of a driver's directory.
+type DirSocket struct {
+	Path    string       `json:"path"`
+	ModTime time.Time    `json:"mtime"`
+	Dial    kubelet.Dial `json:"dial"`
+}
+
+// Serving reports whether a socket of the directory accepts connections:
+// a driver runs there.
+func (d *DriverDir) Serving() bool {
+	for _, s := range d.Sockets {
+		if s.Dial.Answer == Connected {
+			return true
+		}
+	}
+	return false
+}
+
+// NotRegistered: the directory has a socket that accepts connections (a
+// driver serves there), the registrations could be read, and no live one
+// names it. A directory without a serving socket is a leftover, not a
+// driver.
+func (d *DriverDir) NotRegistered() bool { return d.Serving() && !d.Live && !d.RegistryUnknown }
+
+// readDriverDirs lists the plugins directory and connects to the sockets
+// of each driver directory.
+func readDriverDirs(ctx context.Context, root *hostfs.Root, dir string, timeout time.Duration) ([]*DriverDir, error) {
+	names, err := root.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var dirs []*DriverDir
+	for _, name := range names {
+		p := path.Join(dir, name)
+		n, err := root.Lstat(p)
+		if err != nil || n.Type != hostfs.TypeDir {
+			continue
+		}
+		dd := &DriverDir{Path: p, Name: name}
+		entries, err := root.ReadDir(p)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			sp := path.Join(p, e)
+			sn, err := root.Lstat(sp)
+			if err != nil || sn.Type != hostfs.TypeSocket {
+				continue
+			}
+			s := DirSocket{Path: sp}
+			if m, err := root.ModTime(sp); err == nil {
+				s.ModTime = m
+			}
+			dd.Sockets = append(dd.Sockets, s)
+		}
+		dirs = append(dirs, dd)
+	}
+	var wg sync.WaitGroup
+	for _, dd := range dirs {
+		for i := range dd.Sockets {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				dd.Sockets[i].Dial = connectOnly(ctx, root, dd.Sockets[i].Path, timeout)
+			}()
+		}
+	}
+	wg.Wait()
+	sort.Slice(dirs, func(i, j int) bool { return dirs[i].Name < dirs[j].Name })
+	return dirs, nil
+}
+
+// linkDirs marks each driver directory registered by the registrations
+// that name it: by driver name, or by an endpoint inside it.
+func linkDirs(dirs []*DriverDir, regs []*Registration, known bool) {
+	for _, d := range dirs {
+		d.RegisteredBy, d.Live, d.RegistryUnknown = nil, false, !known
+		for _, r := range regs {
+			if !r.names(d) {
+				continue
+			}
+			d.RegisteredBy = append(d.RegisteredBy, r.Path)
+			if r.Live() && !r.Unsupported {
+				d.Live = true
+			}
+		}
+	}
+}
+
+func (r *Registration) names(d *DriverDir) bool {
+	if r.Info != nil {
+		if r.Info.Name == d.Name {
+			return true
+		}
+		if ep := r.Info.Endpoint; strings.HasPrefix(ep, "/") && strings.HasPrefix(path.Clean(ep), d.Path+"/") {
+			return true
+		}
+	}
+	// A registration that did not answer is named by kubeletplugin's
+	// convention: DRIVER-reg.sock, or DRIVER-UID-reg.sock in a rolling
+	// update (RollingUpdateRegistrarSocketFile in kubeletplugin).
+	return r.Info == nil && (r.Name == d.Name+"-reg.sock" ||
+		strings.HasPrefix(r.Name, d.Name+"-") && strings.HasSuffix(r.Name, "-reg.sock"))
+}

@@ -1,0 +1,363 @@
+package dramock
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
+)
+
+// Mode is a failure the mock plants. ModeDocs says, for each, what it
+// does and the symptom it reproduces.
+type Mode string
+
+const (
+	ModeHealthy       Mode = "healthy"
+	ModeNotRegistered Mode = "not-registered"
+	ModePrepareError  Mode = "prepare-error"
+	ModeNoCDISpec     Mode = "no-cdi-spec"
+	ModeEmptyEdits    Mode = "empty-edits"
+	ModeStaleSlice    Mode = "stale-slice"
+	ModeDuplicate     Mode = "duplicate-with-plugin"
+)
+
+// ModeDoc documents one mode.
+type ModeDoc struct {
+	Mode    Mode
+	Does    string
+	Symptom string
+	// Codes are the `plugin test --dra` findings that name the defect
+	// (none: the defect needs the API server to be seen).
+	Codes []string
+}
+
+// ModeDocs documents every mode, in the order the CLI lists them.
+var ModeDocs = []ModeDoc{
+	{ModeHealthy, "registers through plugins_registry (kubeletplugin's registration server), serves the DRA v1 service, and answers NodePrepareResources with one CDI device per claim, k8s.DRIVER/claim=UID-DEVICE, whose spec it writes into --cdi-dir (edits: the env MOCK_VISIBLE_DEVICES=DEVICE); NodeUnprepareResources removes it.",
+		"none: `plugin test --dra` finds no defect.", nil},
+	{ModeNotRegistered, "serves the DRA service in its plugin directory but makes no registration socket (kubeletplugin.RegistrationService(false)).",
+		"pods whose claims the driver must prepare stay in ContainerCreating: \"DRA driver DRIVER is not registered\" (pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go); the node reader behind `accel-doctor check` (internal/dra) finds the driver's directory serving without a registration.",
+		[]string{CodeNotRegistered}},
+	{ModePrepareError, "answers every claim of NodePrepareResources with an error, --prepare-error TEXT.",
+		"the pod stays in ContainerCreating; its events say \"Failed to prepare dynamic resources: prepare dynamic resources: NodePrepareResources failed for ResourceClaim NAME: TEXT\" and the kubelet retries.",
+		[]string{CodePrepareFailed}},
+	{ModeNoCDISpec, "answers NodePrepareResources with CDI device IDs and writes no spec for them.",
+		"the kubelet passes the IDs to the runtime, which fails the container: \"unresolvable CDI devices k8s.DRIVER/claim=…\" (CreateContainerError); the same symptom as a per-claim spec lost in a reboot.",
+		[]string{CodeCDIUnresolved}},
+	{ModeEmptyEdits, "writes the claim's spec with a device whose containerEdits are empty.",
+		"the CDI library refuses the spec (\"invalid device, empty device edits\", pkg/cdi/device.go), so the device does not resolve: \"unresolvable CDI devices …\" at container creation; `accel-doctor cdi validate` names the spec.",
+		[]string{CodeCDIInvalidSpec, CodeCDIUnresolved}},
+	{ModeStaleSlice, "like healthy; with --kubeconfig it publishes a ResourceSlice of its devices and, when it stops, leaves the slice in the API server (a healthy mock deletes its own); without --kubeconfig there is no slice and the mode is only accepted.",
+		"needs the API server: the scheduler keeps allocating the driver's devices after it is gone, until the kubelet wipes the node's slices of an unregistered driver (about 30 s, defaultWipingDelay in pkg/kubelet/cm/dra/manager.go), and claims allocated then wait forever to be prepared. `plugin test --dra` cannot see it (it has no API server).",
+		nil},
+	{ModeDuplicate, "names its devices mock-0..mock-N-1, the IDs `plugin mock` (the device-plugin mock) lists, and gives each claim the same env MOCK_VISIBLE_DEVICES=mock-I the device-plugin mock's Allocate gives.",
+		"the node advertises the same devices twice, as extended resource fake.example.com/gpu and as ResourceSlice devices: the scheduler can give one device to a pod through each, and both containers get it. `plugin test --dra --device-plugin-socket SOCKET` (the device-plugin mock's) finds it; the node reader behind `accel-doctor check` (internal/dra) names both sides while a claim is prepared (its spec in /var/run/cdi) and the device-plugin checkpoint registers mock-I.",
+		[]string{CodeDoubleAdvertised}},
+}
+
+// Modes lists the mode names.
+func Modes() []string {
+	out := make([]string, len(ModeDocs))
+	for i, d := range ModeDocs {
+		out[i] = string(d.Mode)
+	}
+	return out
+}
+
+// Config configures a mock.
+type Config struct {
+	Driver  string
+	Devices int
+	Mode    Mode
+	// Error is prepare-error's error text.
+	Error string
+	// RegistryDir is the kubelet's plugins_registry; PluginDir the
+	// driver's data directory (default /var/lib/kubelet/plugins/DRIVER);
+	// CDIDir where per-claim specs are written (default /var/run/cdi).
+	RegistryDir string
+	PluginDir   string
+	CDIDir      string
+	// NodeName names the pool and, with Kube, the node the ResourceSlice
+	// is published for.
+	NodeName string
+	// Kube is a client of a real API server. When nil, the mock runs
+	// kubeletplugin against an in-memory client (memClient) that holds
+	// each claim the kubelet side asks to prepare, so that kubeletplugin's
+	// GET of the claim succeeds; nothing is published.
+	Kube kubernetes.Interface
+}
+
+// Event is a line the mock reports (the CLI prints it on stdout).
+type Event struct {
+	Kind   string // SERVING, REGISTRATION, PUBLISHED, STOPPED
+	Detail string
+}
+
+// Mock is a running fake DRA driver.
+type Mock struct {
+	cfg     Config
+	log     *slog.Logger
+	notify  func(Event)
+	helper  *kubeletplugin.Helper
+	mem     *memClient
+	mu      sync.Mutex
+	specs   map[types.UID]string // claim UID -> spec path written
+	nextDev int
+}
+
+// DeviceName is the mock's name for device i.
+func (c *Config) DeviceName(i int) string {
+	if c.Mode == ModeDuplicate {
+		return fmt.Sprintf("mock-%d", i)
+	}
+	return fmt.Sprintf("dev-%d", i)
+}
+
+// CDIKind is the CDI vendor/class of the mock's per-claim specs (the
+// NVIDIA driver's convention: k8s.DRIVER/claim).
+func (c *Config) CDIKind() string { return "k8s." + c.Driver + "/claim" }
+
+// New checks the configuration.
+func New(cfg Config, log *slog.Logger, notify func(Event)) (*Mock, error) {
+	if cfg.Driver == "" || strings.ContainsAny(cfg.Driver, "/ ") {
+		return nil, fmt.Errorf("driver name %q: want a DNS subdomain such as gpu.example.com", cfg.Driver)
+	}
+	if cfg.Devices <= 0 || cfg.Devices > 128 {
+		return nil, fmt.Errorf("devices %d: want 1..128 (a ResourceSlice holds at most 128)", cfg.Devices)
+	}
+	known := false
+	for _, d := range ModeDocs {
+		known = known || d.Mode == cfg.Mode
+	}
+	if !known {
+		return nil, fmt.Errorf("mode %q: want one of %s", cfg.Mode, strings.Join(Modes(), ", "))
+	}
+	if cfg.RegistryDir == "" {
+		cfg.RegistryDir = kubeletplugin.KubeletRegistryDir
+	}
+	if cfg.PluginDir == "" {
+		cfg.PluginDir = filepath.Join(kubeletplugin.KubeletPluginsDir, cfg.Driver)
+	}
+	if cfg.CDIDir == "" {
+		cfg.CDIDir = "/var/run/cdi"
+	}
+	if cfg.NodeName == "" {
+		cfg.NodeName = "mock-node"
+	}
+	if cfg.Error == "" {
+		cfg.Error = "mock: preparation refused"
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if notify == nil {
+		notify = func(Event) {}
+	}
+	return &Mock{cfg: cfg, log: log, notify: notify, specs: map[types.UID]string{}}, nil
+}
+
+// Run serves until ctx ends, then stops (removing its sockets; the specs
+// it wrote are removed too, except in no-cdi-spec where there are none).
+func (m *Mock) Run(ctx context.Context) error {
+	c := m.cfg
+	for _, d := range []string{c.PluginDir, c.RegistryDir, c.CDIDir} {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			return err
+		}
+	}
+	kube := c.Kube
+	if kube == nil {
+		m.mem = newMemClient()
+		kube = m.mem
+	}
+	opts := []kubeletplugin.Option{
+		kubeletplugin.DriverName(c.Driver),
+		kubeletplugin.KubeClient(kube),
+		kubeletplugin.NodeName(c.NodeName),
+		kubeletplugin.RegistrarDirectoryPath(c.RegistryDir),
+		kubeletplugin.PluginDataDirectoryPath(c.PluginDir),
+		kubeletplugin.HealthService(false),
+		kubeletplugin.GRPCInterceptor(m.intercept),
+	}
+	if c.Mode == ModeNotRegistered {
+		opts = append(opts, kubeletplugin.RegistrationService(false))
+	}
+	h, err := kubeletplugin.Start(ctx, m, opts...)
+	if err != nil {
+		return fmt.Errorf("start kubeletplugin: %w", err)
+	}
+	m.helper = h
+	m.notify(Event{"SERVING", filepath.Join(c.PluginDir, "dra.sock")})
+	if c.Mode != ModeNotRegistered {
+		m.notify(Event{"REGISTRATION", filepath.Join(c.RegistryDir, c.Driver+"-reg.sock")})
+	}
+	if c.Kube != nil {
+		if err := h.PublishResources(ctx, m.resources()); err != nil {
+			h.Stop()
+			return fmt.Errorf("publish ResourceSlice: %w", err)
+		}
+		m.notify(Event{"PUBLISHED", fmt.Sprintf("%d devices in pool %s", c.Devices, c.NodeName)})
+	}
+	<-ctx.Done()
+	h.Stop()
+	if c.Kube != nil && c.Mode != ModeStaleSlice {
+		// A clean stop takes its slices with it; stale-slice leaves them.
+		sel := resourceapi.ResourceSliceSelectorDriver + "=" + c.Driver + "," + resourceapi.ResourceSliceSelectorNodeName + "=" + c.NodeName
+		err := c.Kube.ResourceV1().ResourceSlices().DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{FieldSelector: sel})
+		if err != nil {
+			m.log.Warn("delete ResourceSlices", "err", err)
+		}
+	}
+	m.mu.Lock()
+	for _, p := range m.specs {
+		os.Remove(p)
+	}
+	m.mu.Unlock()
+	m.notify(Event{"STOPPED", c.Driver})
+	return nil
+}
+
+func (m *Mock) resources() resourceslice.DriverResources {
+	devs := make([]resourceapi.Device, m.cfg.Devices)
+	for i := range devs {
+		devs[i] = resourceapi.Device{Name: m.cfg.DeviceName(i)}
+	}
+	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{
+		m.cfg.NodeName: {Slices: []resourceslice.Slice{{Devices: devs}}},
+	}}
+}
+
+// intercept, without an API server, puts each claim the kubelet side asks
+// to prepare into the in-memory clientset before kubeletplugin looks it
+// up, allocated to one of the mock's devices: the kubelet sends only a
+// claim's namespace, name and UID (drapb.Claim), and kubeletplugin GETs
+// the rest (nodePluginImplementation.getResourceClaims).
+func (m *Mock) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if r, ok := req.(*drapb.NodePrepareResourcesRequest); ok && m.mem != nil {
+		for _, cl := range r.GetClaims() {
+			m.mu.Lock()
+			dev := m.cfg.DeviceName(m.nextDev % m.cfg.Devices)
+			m.nextDev++
+			m.mu.Unlock()
+			claim := &resourceapi.ResourceClaim{
+				ObjectMeta: metav1.ObjectMeta{Namespace: cl.GetNamespace(), Name: cl.GetName(), UID: types.UID(cl.GetUid())},
+				Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
+					Results: []resourceapi.DeviceRequestAllocationResult{{Request: "dev", Driver: m.cfg.Driver, Pool: m.cfg.NodeName, Device: dev}},
+				}}},
+			}
+			m.mem.claims.put(claim)
+		}
+	}
+	return h(ctx, req)
+}
+
+// PrepareResourceClaims is kubeletplugin.DRAPlugin's.
+func (m *Mock) PrepareResourceClaims(_ context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	out := map[types.UID]kubeletplugin.PrepareResult{}
+	for _, cl := range claims {
+		if m.cfg.Mode == ModePrepareError {
+			out[cl.UID] = kubeletplugin.PrepareResult{Err: errors.New(m.cfg.Error)}
+			continue
+		}
+		var devs []kubeletplugin.Device
+		spec := &cdispec.Spec{Version: "0.6.0", Kind: m.cfg.CDIKind()}
+		if cl.Status.Allocation != nil {
+			for _, r := range cl.Status.Allocation.Devices.Results {
+				if r.Driver != m.cfg.Driver {
+					continue
+				}
+				name := string(cl.UID) + "-" + r.Device
+				edits := cdispec.ContainerEdits{Env: []string{"MOCK_VISIBLE_DEVICES=" + r.Device}}
+				if m.cfg.Mode == ModeEmptyEdits {
+					edits = cdispec.ContainerEdits{}
+				}
+				spec.Devices = append(spec.Devices, cdispec.Device{Name: name, ContainerEdits: edits})
+				devs = append(devs, kubeletplugin.Device{Requests: []string{r.Request}, PoolName: r.Pool, DeviceName: r.Device,
+					CDIDeviceIDs: []string{m.cfg.CDIKind() + "=" + name}})
+			}
+		}
+		if m.cfg.Mode != ModeNoCDISpec && len(spec.Devices) > 0 {
+			p, err := m.writeSpec(cl.UID, spec)
+			if err != nil {
+				out[cl.UID] = kubeletplugin.PrepareResult{Err: err}
+				continue
+			}
+			m.log.Debug("wrote CDI spec", "claim", cl.Namespace+"/"+cl.Name, "path", p)
+		}
+		out[cl.UID] = kubeletplugin.PrepareResult{Devices: devs}
+	}
+	return out, nil
+}
+
+// specPath is the per-claim spec's file: the CDI library's spec file
+// naming (VENDOR-CLASS_NAME.json, with / of the kind made -).
+func (m *Mock) specPath(uid types.UID) string {
+	return filepath.Join(m.cfg.CDIDir, strings.ReplaceAll(m.cfg.CDIKind(), "/", "-")+"_"+string(uid)+".json")
+}
+
+func (m *Mock) writeSpec(uid types.UID, s *cdispec.Spec) (string, error) {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return "", err
+	}
+	p := m.specPath(uid)
+	tmp := p + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
+	m.mu.Lock()
+	m.specs[uid] = p
+	m.mu.Unlock()
+	return p, nil
+}
+
+// UnprepareResourceClaims is kubeletplugin.DRAPlugin's: the claim's spec
+// is removed.
+func (m *Mock) UnprepareResourceClaims(_ context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	out := map[types.UID]error{}
+	for _, cl := range claims {
+		m.mu.Lock()
+		p, ok := m.specs[cl.UID]
+		delete(m.specs, cl.UID)
+		m.mu.Unlock()
+		if ok {
+			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+				out[cl.UID] = err
+				continue
+			}
+		}
+		out[cl.UID] = nil
+	}
+	return out, nil
+}
+
+// HandleError is kubeletplugin.DRAPlugin's: the mock logs what the
+// helper's background work reports.
+func (m *Mock) HandleError(_ context.Context, err error, msg string) {
+	m.log.Warn(msg, "err", err)
+}
+
+// WatchHealthStatus is kubeletplugin.DRAPlugin's; the health service is
+// off (kubeletplugin.HealthService(false)).
+func (m *Mock) WatchHealthStatus(context.Context, chan<- kubeletplugin.DeviceHealthReport) error {
+	return kubeletplugin.ErrHealthNotSupported
+}

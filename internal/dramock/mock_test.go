@@ -1,0 +1,260 @@
+package dramock
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	drav1 "k8s.io/kubelet/pkg/apis/dra/v1"
+	drav1beta1 "k8s.io/kubelet/pkg/apis/dra/v1beta1"
+
+	"github.com/accel-doctor/accel-doctor/internal/deviceplugin"
+	"github.com/accel-doctor/accel-doctor/internal/dra"
+	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+	"github.com/accel-doctor/accel-doctor/internal/report"
+)
+
+// internal/dra writes the service names out (to keep the node reader off
+// apimachinery's runtime); they must be the API's.
+func TestKubeletServicesAreTheAPIs(t *testing.T) {
+	if !slices.Equal(dra.KubeletServices, []string{drav1.DRAPluginService, drav1beta1.DRAPluginService}) {
+		t.Errorf("dra.KubeletServices %v", dra.KubeletServices)
+	}
+}
+
+type env struct {
+	dir, kdir, reg, plugins, cdi string
+}
+
+func newEnv(t *testing.T) env {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "drm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	e := env{dir: dir, kdir: filepath.Join(dir, "var/lib/kubelet")}
+	e.reg, e.plugins, e.cdi = filepath.Join(e.kdir, "plugins_registry"), filepath.Join(e.kdir, "plugins"), filepath.Join(dir, "var/run/cdi")
+	return e
+}
+
+// start runs a mock until the test ends.
+func start(t *testing.T, e env, mode Mode) *Mock {
+	t.Helper()
+	m, err := New(Config{Driver: "gpu.example.com", Devices: 2, Mode: mode, RegistryDir: e.reg,
+		PluginDir: filepath.Join(e.plugins, "gpu.example.com"), CDIDir: e.cdi}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("mock: %v", err)
+		}
+	})
+	// Serving before the test looks (Run binds the sockets in Start).
+	sock := filepath.Join(e.plugins, "gpu.example.com", "dra.sock")
+	for i := 0; ; i++ {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		if i > 500 {
+			t.Fatalf("the mock never served %s", sock)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return m
+}
+
+func runTest(t *testing.T, e env, o TestOptions) *TestResult {
+	t.Helper()
+	o.RegistryDir, o.Driver, o.CDIDirs, o.Root = e.reg, "gpu.example.com", []string{e.cdi}, hostfs.MustNew("/")
+	if o.Timeout == 0 {
+		o.Timeout = 3 * time.Second
+	}
+	if o.Samples == 0 {
+		o.Samples = 3
+	}
+	res, err := Test(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func found(res *TestResult, s report.Status) []string {
+	var out []string
+	for _, f := range res.Findings {
+		if f.Status == s {
+			out = append(out, f.Code)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Healthy: the contract holds, nothing planted is found; latencies are
+// measured.
+func TestHealthy(t *testing.T) {
+	e := newEnv(t)
+	start(t, e, ModeHealthy)
+	res := runTest(t, e, TestOptions{})
+	if bad := append(found(res, report.Fail), found(res, report.Warn)...); len(bad) != 0 {
+		t.Fatalf("healthy mock: %v\n%+v", bad, res.Findings)
+	}
+	if !slices.Contains(found(res, report.Pass), CodeContractOK) {
+		t.Errorf("no %s: %+v", CodeContractOK, res.Findings)
+	}
+	if len(res.Measurements) != 3 || len(res.Measurements[1].Samples) != 3 {
+		t.Errorf("measurements %+v", res.Measurements)
+	}
+	// Every spec written was removed by NodeUnprepareResources.
+	if es, _ := os.ReadDir(e.cdi); len(es) != 0 {
+		t.Errorf("specs left after unprepare: %v", es)
+	}
+}
+
+// Each mode's planted defect is found by the tester, by its code.
+func TestModesFound(t *testing.T) {
+	for _, d := range ModeDocs {
+		if len(d.Codes) == 0 || d.Mode == ModeDuplicate {
+			continue
+		}
+		t.Run(string(d.Mode), func(t *testing.T) {
+			e := newEnv(t)
+			start(t, e, d.Mode)
+			res := runTest(t, e, TestOptions{Timeout: time.Second})
+			got := append(found(res, report.Fail), found(res, report.Warn)...)
+			for _, c := range d.Codes {
+				if !slices.Contains(got, c) {
+					t.Errorf("%s not found: %v\n%+v", c, got, res.Findings)
+				}
+			}
+			if slices.Contains(found(res, report.Pass), CodeContractOK) {
+				t.Errorf("contract passed in mode %s", d.Mode)
+			}
+		})
+	}
+}
+
+// duplicate-with-plugin beside the device-plugin mock: the same IDs.
+func TestDuplicateWithPlugin(t *testing.T) {
+	e := newEnv(t)
+	start(t, e, ModeDuplicate)
+	dp := filepath.Join(e.kdir, "device-plugins")
+	os.MkdirAll(dp, 0o755)
+	m, err := deviceplugin.NewMock(dp, deviceplugin.MockConfig{Resource: "fake.example.com/gpu", Devices: 2, Mode: deviceplugin.ModeHealthy, Socket: "mock.sock"}, deviceplugin.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	sock := filepath.Join(dp, "mock.sock")
+	for i := 0; i < 500; i++ {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	res := runTest(t, e, TestOptions{DevicePluginSocket: sock, Samples: 1})
+	if !slices.Contains(found(res, report.Warn), CodeDoubleAdvertised) {
+		t.Fatalf("not found: %+v", res.Findings)
+	}
+	// Healthy DRA mock beside the same plugin: names differ, nothing found.
+	e2 := newEnv(t)
+	start(t, e2, ModeHealthy)
+	res = runTest(t, e2, TestOptions{DevicePluginSocket: sock, Samples: 1})
+	if w := found(res, report.Warn); len(w) != 0 {
+		t.Errorf("healthy mode beside the plugin: %v", w)
+	}
+}
+
+// The node reader (check's layer 6) sees not-registered in the mock's
+// directories, and a healthy mock as registered.
+func TestNodeReaderSeesTheMock(t *testing.T) {
+	for _, mode := range []Mode{ModeHealthy, ModeNotRegistered} {
+		e := newEnv(t)
+		start(t, e, mode)
+		if mode == ModeHealthy {
+			// The registration socket appears after Start returns.
+			for i := 0; i < 300; i++ {
+				if _, err := os.Stat(filepath.Join(e.reg, "gpu.example.com-reg.sock")); err == nil {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		// The endpoint kubeletplugin answers is the host path of the
+		// socket: read the temp dir as the host. The mock's sockets come
+		// up after Start returns: read until they show (a loaded machine
+		// can take a while), then judge.
+		want := mode == ModeNotRegistered
+		var n *dra.Node
+		var dd *dra.DriverDir
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			var err error
+			n, err = dra.Read(context.Background(), hostfs.MustNew("/"), dra.Options{KubeletDir: e.kdir, CDIDirs: []string{e.cdi}, Timeout: 2 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dd = nil
+			for _, d := range n.DriverDirs {
+				if d.Name == "gpu.example.com" {
+					dd = d
+				}
+			}
+			if dd != nil && dd.NotRegistered() == want && n.Registered("gpu.example.com") != want || time.Now().After(deadline) {
+				break
+			}
+		}
+		if dd == nil {
+			t.Fatalf("%s: no driver dir in %+v", mode, n.DriverDirs)
+		}
+		if dd.NotRegistered() != want || n.Registered("gpu.example.com") == want {
+			t.Errorf("%s: not registered %v, registered %v; registrations %+v", mode, dd.NotRegistered(), n.Registered("gpu.example.com"), n.Registrations)
+		}
+	}
+}
+
+func TestModeDocs(t *testing.T) {
+	for _, d := range ModeDocs {
+		if d.Does == "" || d.Symptom == "" {
+			t.Errorf("%s: undocumented", d.Mode)
+		}
+		for _, c := range d.Codes {
+			if _, ok := CodeOf(c); !ok {
+				t.Errorf("%s: unknown code %s", d.Mode, c)
+			}
+		}
+	}
+	if _, err := New(Config{Driver: "x.example.com", Devices: 1, Mode: "nope"}, nil, nil); err == nil || !strings.Contains(err.Error(), "healthy") {
+		t.Errorf("unknown mode: %v", err)
+	}
+}
+
+func TestCodesRemediations(t *testing.T) {
+	cmds := map[string]bool{"kubectl": true, "ls": true, "accel-doctor": true}
+	tick := regexp.MustCompile("`([^`]+)`")
+	seen := map[string]bool{}
+	for _, c := range Codes {
+		if seen[c.Code] || c.Title == "" || c.Status == "" {
+			t.Errorf("%s: duplicate or incomplete", c.Code)
+		}
+		seen[c.Code] = true
+		for _, m := range tick.FindAllStringSubmatch(c.Remediation, -1) {
+			if w := strings.Fields(m[1])[0]; !cmds[w] {
+				t.Errorf("%s: remediation names %q", c.Code, w)
+			}
+		}
+	}
+}
