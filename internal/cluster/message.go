@@ -12,7 +12,7 @@ import (
 //
 // The Filter reasons are "COUNT REASON" joined by ", " and sorted; a
 // PreFilter's rejection is one reason without a count; the PostFilter
-// (preemption) part after them is not a reason and is dropped.
+// part after them (preemption's verdict) is not a reason and is dropped.
 type SchedulerMessage struct {
 	// Nodes is N, the nodes the scheduler considered; -1 when the
 	// message is not a FitError's.
@@ -52,8 +52,10 @@ func ParseSchedulerMessage(msg string) SchedulerMessage {
 	if !ok || err != nil || n < 0 {
 		return whole
 	}
-	// The PostFilter message follows the reasons after ". ".
-	if i := strings.Index(rest, " preemption: "); i >= 0 {
+	// FitError ends the reasons with "." and appends the PostFilter
+	// message after a space ("preemption: ...", or DRA's "still not
+	// schedulable, preemption: ..."): the reasons end at the first ". ".
+	if i := strings.Index(rest, ". "); i >= 0 {
 		rest = rest[:i]
 	}
 	rest = strings.TrimSuffix(strings.TrimSpace(rest), ".")
