@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/component-base/configz"
 	"k8s.io/klog/v2"
 	apiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
 	schedulerapp "k8s.io/kubernetes/cmd/kube-scheduler/app"
@@ -187,11 +188,17 @@ func startScheduler(t testing.TB, tCtx context.Context, kubeconfig string) {
 		case <-time.After(30 * time.Second):
 			t.Error("kube-scheduler did not stop within 30s")
 		}
+		// Run registers its configuration in configz, a process-wide
+		// registry that refuses a second one; the next Start's
+		// scheduler needs it gone (as the scheduler's own test server
+		// does in its teardown).
+		configz.Delete("componentconfig")
 	})
 	// Run returns only on error or cancellation; give it a moment to
 	// fail on its own (a bad kubeconfig) before the tests rely on it.
 	select {
 	case err := <-done:
+		configz.Delete("componentconfig")
 		t.Fatalf("kube-scheduler stopped: %v", err)
 	case <-time.After(100 * time.Millisecond):
 	}
