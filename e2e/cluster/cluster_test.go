@@ -136,7 +136,7 @@ func TestClusterReportsPlantedProblems(t *testing.T) {
 		case "CLUSTER_HARDWARE_NOT_ADVERTISED":
 			wantIn = []string{"class 0302 vendor 10de", "nvidia.com/"}
 		case "CLUSTER_PENDING_INSUFFICIENT":
-			wantIn = []string{"1 pod(s)", "pod gpu/wants-5=Pending"}
+			wantIn = []string{"1 pod(s)", "pod gpu/wants-5=Pending", "scheduler=5 of 5 node(s) gave this reason"}
 		case "CLUSTER_PENDING_OTHER":
 			wantIn = []string{"1 pod(s)", "pod gpu/selects-nothing=Pending"}
 		}

@@ -483,6 +483,9 @@ func (ns *nodeState) resourceList() string {
 type pendingGroup struct {
 	code, reason string
 	pods         []string
+	// nodes and of are, for the pod with the most, how many of the
+	// nodes the scheduler considered gave this reason (-1: unknown).
+	nodes, of int
 }
 
 func (a *Analyzer) pendingFindings() []report.Finding {
@@ -503,20 +506,27 @@ func (a *Analyzer) pendingFindings() []report.Finding {
 		if msg == "" {
 			msg = a.events[uid].message
 		}
-		reasons := []Reason{{Text: ""}}
+		parsed := SchedulerMessage{Nodes: -1, Reasons: []Reason{{Nodes: -1}}}
 		if msg != "" {
-			reasons = ParseSchedulerMessage(msg).Reasons
+			parsed = ParseSchedulerMessage(msg)
 		}
-		for _, r := range reasons {
+		for _, r := range parsed.Reasons {
 			code := reasonCode(r.Text)
 			key := code + "\x00" + r.Text
 			g, ok := groups[key]
 			if !ok {
-				g = &pendingGroup{code: code, reason: r.Text}
+				g = &pendingGroup{code: code, reason: r.Text, nodes: -1, of: -1}
 				groups[key] = g
 				keys = append(keys, key)
 			}
 			g.pods = append(g.pods, p.namespace+"/"+p.name)
+			n := r.Nodes
+			if n < 0 {
+				n = parsed.Nodes // a PreFilter's reason holds for all
+			}
+			if n > g.nodes {
+				g.nodes, g.of = n, parsed.Nodes
+			}
 		}
 	}
 	sort.Strings(keys)
@@ -528,6 +538,9 @@ func (a *Analyzer) pendingFindings() []report.Finding {
 			subject, summary = "no scheduler verdict", fmt.Sprintf("%d pod(s) Pending with no node and no word from the scheduler", len(g.pods))
 		}
 		var ev []report.Evidence
+		if g.nodes >= 0 && g.of >= 0 {
+			ev = append(ev, report.Evidence{Path: "scheduler", Value: fmt.Sprintf("%d of %d node(s) gave this reason", g.nodes, g.of)})
+		}
 		for i, p := range g.pods {
 			if i == maxPodsShown {
 				ev = append(ev, report.Evidence{Path: "pods", Value: fmt.Sprintf("and %d more", len(g.pods)-maxPodsShown)})

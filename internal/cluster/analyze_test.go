@@ -229,7 +229,7 @@ func TestPendingGroups(t *testing.T) {
 	)
 	for _, f := range fs {
 		if f.Subject == "Insufficient nvidia.com/gpu" {
-			if !strings.HasPrefix(f.Summary, "2 pod(s) Pending") || len(f.Evidence) != 2 || f.Evidence[0].Path != "pod ml/a" || f.Evidence[1].Path != "pod ml/b" {
+			if !strings.HasPrefix(f.Summary, "2 pod(s) Pending") || len(f.Evidence) != 3 || f.Evidence[0].Value != "3 of 3 node(s) gave this reason" || f.Evidence[1].Path != "pod ml/a" || f.Evidence[2].Path != "pod ml/b" {
 				t.Errorf("group %q: %+v", f.Summary, f.Evidence)
 			}
 		}
@@ -242,7 +242,7 @@ func TestPendingEvidenceBounded(t *testing.T) {
 		a.AddPod(pending(string(rune('a'+i)), "0/1 nodes are available: 1 Insufficient example.com/dev."))
 	}
 	fs := a.Findings()
-	if len(fs) != 1 || len(fs[0].Evidence) != maxPodsShown+1 || fs[0].Evidence[maxPodsShown].Value != "and 5 more" || !strings.HasPrefix(fs[0].Summary, "25 pod(s)") {
+	if len(fs) != 1 || len(fs[0].Evidence) != maxPodsShown+2 || fs[0].Evidence[maxPodsShown+1].Value != "and 5 more" || !strings.HasPrefix(fs[0].Summary, "25 pod(s)") {
 		t.Errorf("findings %+v", fs)
 	}
 }

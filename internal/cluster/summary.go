@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // SummaryAnnotation is the Node annotation in which accel-doctor's agent
@@ -41,7 +42,8 @@ type Summary struct {
 	// Code is the first failing finding's code (the first WARN's without
 	// a FAIL); "" when everything passed.
 	Code string `json:"code,omitempty"`
-	// Message is that finding's summary, cut to 256 bytes.
+	// Message is that finding's summary; the agent writes at most 256
+	// bytes and ParseSummary cuts a longer one there.
 	Message string `json:"message,omitempty"`
 	// Time is when the check ran (RFC 3339, UTC).
 	Time string `json:"time"`
@@ -52,6 +54,20 @@ type Summary struct {
 	// the node's plugins registered with the kubelet, as the agent saw in
 	// the kubelet's checkpoint; empty when none.
 	Resources []string `json:"resources,omitempty"`
+}
+
+// maxMessageBytes is the most of Summary.Message a report shows.
+const maxMessageBytes = 256
+
+// cut shortens s to at most n bytes, at a rune boundary, marking the cut.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
 }
 
 var validStatus = map[string]bool{"PASS": true, "WARN": true, "FAIL": true, "NOT_RUN": true}
@@ -87,5 +103,6 @@ func ParseSummary(s string) (Summary, error) {
 	case sum.Accelerators < 0:
 		return Summary{}, fmt.Errorf("accelerators %d is negative", sum.Accelerators)
 	}
+	sum.Message = cut(sum.Message, maxMessageBytes)
 	return sum, nil
 }

@@ -14,6 +14,10 @@ func TestParseSummary(t *testing.T) {
 	if s.Status != "FAIL" || s.Layer != 4 || s.Code != "CGROUP_DEVICE_DENIED" || s.Accelerators != 8 || len(s.Resources) != 1 {
 		t.Errorf("ParseSummary = %+v", s)
 	}
+	long, err := ParseSummary(`{"v":1,"status":"WARN","code":"C","time":"t","message":"` + strings.Repeat("é", 200) + `"}`)
+	if err != nil || len(long.Message) > maxMessageBytes+3 || !strings.HasSuffix(long.Message, "é...") {
+		t.Errorf("long message: %v, %d bytes: %q", err, len(long.Message), long.Message)
+	}
 	for _, tc := range []struct{ in, err string }{
 		{"", "empty"},
 		{"{", "not a summary"},
