@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -32,8 +33,9 @@ import (
 // Pods are bound to nodes round-robin (spec.nodeName set, as if the
 // scheduler had placed them), so the scheduler leaves them alone and the
 // command pages through every one of them. Metrics: ns/op is the
-// command's wall time; peak-RSS-MiB its maximum resident set
-// (getrusage's ru_maxrss of the child).
+// command's wall time; cpu-s/op its user+system CPU time (the rest of
+// the wall time is the API server's, in this test process, on the same
+// cores); peak-RSS-MiB its maximum resident set.
 func BenchmarkClusterCommand(b *testing.B) {
 	nodes := envInt(b, "ACCEL_DOCTOR_BENCH_NODES", 500)
 	pods := envInt(b, "ACCEL_DOCTOR_BENCH_PODS", 5000)
@@ -69,11 +71,14 @@ func BenchmarkClusterCommand(b *testing.B) {
 			b.Logf("no /usr/bin/time (%v): peak RSS not measured", err)
 		}
 		rssFile := filepath.Join(b.TempDir(), "rss")
-		var maxRSS int64
+		var (
+			maxRSS   int64
+			cpuTotal float64
+		)
 		for b.Loop() {
 			args := []string{bin, "cluster", "--kubeconfig", c.Kubeconfig, "-o", "json"}
 			if timeBin != "" {
-				args = append([]string{timeBin, "-f", "%M", "-o", rssFile}, args...)
+				args = append([]string{timeBin, "-f", "%U %S %M", "-o", rssFile}, args...)
 			}
 			cmd := exec.Command(args[0], args[1:]...)
 			cmd.Stderr = os.Stderr
@@ -82,31 +87,39 @@ func BenchmarkClusterCommand(b *testing.B) {
 				b.Fatalf("cluster: %v", err)
 			}
 			if timeBin != "" {
-				kb, err := readKiB(rssFile)
+				cpu, kb, err := readTime(rssFile)
 				if err != nil {
 					b.Fatal(err)
 				}
 				maxRSS = max(maxRSS, kb)
+				cpuTotal += cpu
 			}
 		}
 		b.ReportMetric(float64(maxRSS)/1024, "peak-RSS-MiB")
+		b.ReportMetric(cpuTotal/float64(b.N), "cpu-s/op")
 	})
 }
 
-// readKiB reads GNU time's %M (the maximum resident set size in KiB); the
-// file also holds a "Command exited with non-zero status" line when the
-// command exits 1.
-func readKiB(path string) (int64, error) {
+// readTime reads GNU time's "%U %S %M" (user and system CPU seconds, the
+// maximum resident set size in KiB); the file also holds a "Command
+// exited with non-zero status" line when the command exits 1.
+func readTime(path string) (cpu float64, kib int64, err error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	kb, err := strconv.ParseInt(strings.TrimSpace(lines[len(lines)-1]), 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %q: %w", path, b, err)
+	f := strings.Fields(lines[len(lines)-1])
+	if len(f) != 3 {
+		return 0, 0, fmt.Errorf("%s: %q: want user, system and RSS", path, b)
 	}
-	return kb, nil
+	user, err1 := strconv.ParseFloat(f[0], 64)
+	sys, err2 := strconv.ParseFloat(f[1], 64)
+	kib, err3 := strconv.ParseInt(f[2], 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return 0, 0, fmt.Errorf("%s: %q: %w", path, b, err)
+	}
+	return user + sys, kib, nil
 }
 
 func envInt(b *testing.B, name string, def int) int {

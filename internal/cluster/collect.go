@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"sort"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -112,50 +114,73 @@ func (c *Client) Events(ctx context.Context, namespace string, o metav1.ListOpti
 }
 
 // Collect lists the cluster's Nodes, Pods (of namespace, or all) and
-// FailedScheduling Events into a, a page at a time. A LIST that fails is
-// recorded in a (ListFailed) and the others go on: what they show stands.
+// FailedScheduling Events into a, a page at a time. The three LISTs run
+// at once (each is a chain of pages, and a page's round trip is mostly
+// the server's encoding and the client's decoding, which overlap across
+// LISTs); a page is fed to a under a lock, so a is used by one goroutine
+// at a time. A LIST that fails is recorded in a (ListFailed) and the
+// others go on: what they show stands.
 func Collect(ctx context.Context, c Lister, namespace string, a *Analyzer) error {
-	if err := listPages(ctx, "nodes", func(ctx context.Context, o metav1.ListOptions) (string, error) {
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	run := func(what string, list func(context.Context, metav1.ListOptions) (string, error)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := listPages(ctx, what, list); err != nil {
+				mu.Lock()
+				a.ListFailed(what, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	run("nodes", func(ctx context.Context, o metav1.ListOptions) (string, error) {
 		l, err := c.Nodes(ctx, o)
 		if err != nil {
 			return "", err
 		}
+		mu.Lock()
+		defer mu.Unlock()
 		for i := range l.Items {
 			a.AddNode(&l.Items[i])
 		}
 		return l.Continue, nil
-	}); err != nil {
-		a.ListFailed("nodes", err)
-	}
-	if err := listPages(ctx, "pods", func(ctx context.Context, o metav1.ListOptions) (string, error) {
+	})
+	run(listName("pods", namespace), func(ctx context.Context, o metav1.ListOptions) (string, error) {
 		l, err := c.Pods(ctx, namespace, o)
 		if err != nil {
 			return "", err
 		}
+		mu.Lock()
+		defer mu.Unlock()
 		for i := range l.Items {
 			a.AddPod(&l.Items[i])
 		}
 		return l.Continue, nil
-	}); err != nil {
-		a.ListFailed(listName("pods", namespace), err)
-	}
+	})
 	// Only the scheduler's rejections: the API server filters events by
 	// reason (one of the fields it selects events on,
 	// pkg/registry/core/event/strategy.go ToSelectableFields).
 	sel := fields.OneTermEqualSelector("reason", "FailedScheduling").String()
-	if err := listPages(ctx, "events", func(ctx context.Context, o metav1.ListOptions) (string, error) {
+	run(listName("events", namespace), func(ctx context.Context, o metav1.ListOptions) (string, error) {
 		o.FieldSelector = sel
 		l, err := c.Events(ctx, namespace, o)
 		if err != nil {
 			return "", err
 		}
+		mu.Lock()
+		defer mu.Unlock()
 		for i := range l.Items {
 			a.AddEvent(&l.Items[i])
 		}
 		return l.Continue, nil
-	}); err != nil {
-		a.ListFailed(listName("events", namespace), err)
-	}
+	})
+	wg.Wait()
+	// The LISTs finish in any order: the failures are reported in a
+	// fixed one.
+	sort.Slice(a.listErrs, func(i, j int) bool { return a.listErrs[i].what < a.listErrs[j].what })
 	return ctx.Err()
 }
 
