@@ -19,12 +19,11 @@ import (
 // discarded once it has been fed), and turns it into findings. Objects
 // can come in any order. It is not safe for concurrent use.
 type Analyzer struct {
-	nodes     map[string]*nodeState
-	plugins   map[string][]pluginPod // by node name
-	pending   map[types.UID]*pendingPod
-	events    map[types.UID]scheduleEvent
-	listErrs  []listErr
-	nodeCount int
+	nodes    map[string]*nodeState
+	plugins  map[string][]pluginPod // by node name
+	pending  map[types.UID]*pendingPod
+	events   map[types.UID]scheduleEvent
+	listErrs []listErr
 }
 
 // NewAnalyzer returns an empty Analyzer.
@@ -121,7 +120,6 @@ var vendorDomains = map[string][]string{
 
 // AddNode records what the findings need of a Node.
 func (a *Analyzer) AddNode(n *corev1.Node) {
-	a.nodeCount++
 	ns := &nodeState{name: n.Name}
 	seen := map[corev1.ResourceName]bool{}
 	for _, l := range []corev1.ResourceList{n.Status.Capacity, n.Status.Allocatable} {
