@@ -35,12 +35,11 @@ var allowed = map[string][]string{
 	// deviceplugin sits beside diagnose: a writer (its sockets, its CDI
 	// spec) that reads devices through the readers and reports findings.
 	"deviceplugin": {"hostfs", "pci", "devnode", "cdi", "report"},
-	// cluster reads the API server (client-go) and reports findings.
-	"cluster":  {"report"},
-	"cli":      {"*"},
-	"archtest": {},
-	"e2erun":   {}, // one test that runs the e2e module; no code
-	"testutil": {},
+	"cluster":      {"report"}, // reads the API server (client-go) and reports findings
+	"cli":          {"*"},
+	"archtest":     {},
+	"e2erun":       {}, // one test that runs the e2e module; no code
+	"testutil":     {},
 }
 
 func TestDependencyDirection(t *testing.T) {
