@@ -2,6 +2,7 @@ package apiserver
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -116,19 +118,33 @@ func startEtcd(t testing.TB, dataDir string) string {
 	// A single member that is never restarted from its data: fsync buys
 	// nothing (the integration tests' embedded etcd does the same).
 	cfg.UnsafeNoFsync = true
-	ports := freePorts(t, 2)
-	client := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))}
-	peer := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
-	// etcd logs through zap; errors only, to the components' log.
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(zapcore.NewCore(
-		zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()),
-		zapcore.AddSync(klogWriter{}), zapcore.ErrorLevel)))
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatalf("start etcd: %v", err)
+	// etcd's embed takes URLs, not listeners: a port found free may be
+	// taken by another process before etcd binds it. A start that fails
+	// with EADDRINUSE is tried again on new ports.
+	var (
+		e      *embed.Etcd
+		err    error
+		client url.URL
+	)
+	for attempt := 1; ; attempt++ {
+		ports := freePorts(t, 2)
+		client = url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))}
+		peer := url.URL{Scheme: "http", Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))}
+		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+		cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+		// etcd logs through zap; errors only, to the components' log.
+		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.New(zapcore.NewCore(
+			zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig()),
+			zapcore.AddSync(klogWriter{}), zapcore.ErrorLevel)))
+		e, err = embed.StartEtcd(cfg)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) || attempt == 3 {
+			t.Fatalf("start etcd (attempt %d): %v", attempt, err)
+		}
+		t.Logf("start etcd on %s: %v; again on other ports", client.Host, err)
 	}
 	t.Cleanup(e.Close)
 	select {
@@ -142,9 +158,8 @@ func startEtcd(t testing.TB, dataDir string) string {
 	return client.String()
 }
 
-// freePorts returns n ports free on 127.0.0.1 now. etcd's embed takes URLs,
-// not listeners, so there is a window in which another process could take
-// one; the start then fails with "address already in use", not silently.
+// freePorts returns n ports free on 127.0.0.1 now; another process may
+// take one before etcd binds it (startEtcd tries again).
 func freePorts(t testing.TB, n int) []int {
 	t.Helper()
 	var ports []int
