@@ -37,6 +37,7 @@ var allowed = map[string][]string{
 	// deviceplugin sits beside diagnose: a writer (its sockets, its CDI
 	// spec) that reads devices through the readers and reports findings.
 	"deviceplugin": {"hostfs", "pci", "devnode", "cdi", "report"},
+	"cluster":      {"report"}, // reads the API server (client-go) and reports findings
 	"cli":          {"*"},
 	"kubecli":      {"*"}, // accel-doctor-kube's commands: cli's Extension
 	"archtest":     {},

@@ -156,3 +156,6 @@ func (g *globals) runKube(ctx context.Context, args []string) error {
 func isKubeCode(code string) bool {
 	return slices.ContainsFunc(KubeCodePrefixes, func(p string) bool { return len(code) > len(p) && code[:len(p)] == p })
 }
+
+// ExitFor is the error of a report's exit code (nil for 0).
+func ExitFor(code int) error { return exitFor(code) }

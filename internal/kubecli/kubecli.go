@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/accel-doctor/accel-doctor/internal/cli"
+	"github.com/accel-doctor/accel-doctor/internal/cluster"
 	"github.com/accel-doctor/accel-doctor/internal/diagnose"
 	"github.com/accel-doctor/accel-doctor/internal/lint"
 	"github.com/accel-doctor/accel-doctor/internal/report"
@@ -19,7 +20,7 @@ import (
 func Extension() *cli.Extension {
 	return &cli.Extension{
 		Commands: func(g *cli.Globals) []*cobra.Command {
-			return []*cobra.Command{newLintCmd(g)}
+			return []*cobra.Command{newLintCmd(g), newClusterCmd(g)}
 		},
 		Codes: codes(),
 	}
@@ -29,6 +30,9 @@ func Extension() *cli.Extension {
 func codes() []diagnose.Code {
 	var out []diagnose.Code
 	for _, c := range lint.Codes {
+		out = append(out, diagnose.Code{Code: c.Code, Layer: report.LayerKube, Title: c.Title, Explain: c.Explain, Remediation: c.Remediation})
+	}
+	for _, c := range cluster.Codes {
 		out = append(out, diagnose.Code{Code: c.Code, Layer: report.LayerKube, Title: c.Title, Explain: c.Explain, Remediation: c.Remediation})
 	}
 	return out
