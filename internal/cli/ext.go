@@ -43,7 +43,7 @@ var KubeCommands = []struct{ Name, Short string }{
 
 // KubeCodePrefixes are the code families of accel-doctor-kube's catalogs:
 // explain hands those codes to it.
-var KubeCodePrefixes = []string{"LINT_", "CLUSTER_", "CLAIM_", "DRA_FLEET_", "AGENT_", "DRA_MOCK_"}
+var KubeCodePrefixes = []string{"LINT_", "CLUSTER_", "CLAIM_", "DRA_FLEET_", "AGENT_", "DRA_PLUGIN_"}
 
 // Extension is what accel-doctor-kube adds to this CLI.
 type Extension struct {
@@ -179,3 +179,6 @@ func (g *globals) runKube(ctx context.Context, args []string) error {
 func isKubeCode(code string) bool {
 	return slices.ContainsFunc(KubeCodePrefixes, func(p string) bool { return len(code) > len(p) && code[:len(p)] == p })
 }
+
+// ExitFor is the error of a report's exit code (nil for 0).
+func ExitFor(code int) error { return exitFor(code) }

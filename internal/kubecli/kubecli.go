@@ -10,7 +10,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/accel-doctor/accel-doctor/internal/cli"
+	"github.com/accel-doctor/accel-doctor/internal/cluster"
 	"github.com/accel-doctor/accel-doctor/internal/diagnose"
+	"github.com/accel-doctor/accel-doctor/internal/dramock"
 	"github.com/accel-doctor/accel-doctor/internal/lint"
 	"github.com/accel-doctor/accel-doctor/internal/report"
 )
@@ -19,7 +21,7 @@ import (
 func Extension() *cli.Extension {
 	return &cli.Extension{
 		Commands: func(g *cli.Globals) []*cobra.Command {
-			return []*cobra.Command{newLintCmd(g)}
+			return []*cobra.Command{newLintCmd(g), newClusterCmd(g)}
 		},
 		Codes: codes(),
 		DRA:   draPlugin(),
@@ -30,6 +32,14 @@ func Extension() *cli.Extension {
 func codes() []diagnose.Code {
 	var out []diagnose.Code
 	for _, c := range lint.Codes {
+		out = append(out, diagnose.Code{Code: c.Code, Layer: report.LayerKube, Title: c.Title, Explain: c.Explain, Remediation: c.Remediation})
+	}
+	for _, c := range dramock.Codes {
+		// plugin test --dra's codes carry their meaning in the title
+		// (docs/dra.md has them as a table).
+		out = append(out, diagnose.Code{Code: c.Code, Layer: report.LayerKube, Title: c.Title, Explain: c.Title + ". Reported by `plugin test --dra` (status " + c.Status + "); docs/dra.md lists every code.", Remediation: c.Remediation})
+	}
+	for _, c := range cluster.Codes {
 		out = append(out, diagnose.Code{Code: c.Code, Layer: report.LayerKube, Title: c.Title, Explain: c.Explain, Remediation: c.Remediation})
 	}
 	return out
