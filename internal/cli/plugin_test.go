@@ -3,16 +3,13 @@ package cli
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,121 +20,26 @@ import (
 
 	"github.com/accel-doctor/accel-doctor/internal/deviceplugin"
 	"github.com/accel-doctor/accel-doctor/internal/report"
+	"github.com/accel-doctor/accel-doctor/internal/testutil"
 )
 
-var (
-	pluginBinOnce sync.Once
-	pluginBin     string
-	pluginBinErr  error
-)
+// The binaries as processes (internal/testutil builds both once).
+func binary(t testing.TB) string { return testutil.Binaries(t, "../..") }
 
-// buildBinary builds accel-doctor once for the tests that run it as the
-// e2e suite does: as a process, stopped with SIGTERM.
-func buildBinary() (string, error) {
-	pluginBinOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "adbin")
-		if err != nil {
-			pluginBinErr = err
-			return
-		}
-		pluginBin = filepath.Join(dir, "accel-doctor")
-		// The documented build (README): static, stripped.
-		build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", pluginBin, "../../cmd/accel-doctor")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			pluginBinErr = fmt.Errorf("%v: %s", err, out)
-		}
-	})
-	return pluginBin, pluginBinErr
-}
+func sockDir(t *testing.T) string { return testutil.SockDir(t) }
 
-func binary(t testing.TB) string {
+func start(t *testing.T, args ...string) *testutil.Proc {
 	t.Helper()
-	bin, err := buildBinary()
-	if err != nil {
-		t.Fatalf("build: %v", err)
-	}
-	return bin
+	return testutil.Start(t, binary(t), args...)
 }
 
-func sockDir(t *testing.T) string {
-	d, err := os.MkdirTemp("", "kd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	return d
-}
-
-// proc is a started accel-doctor whose stdout lines can be awaited.
-type proc struct {
-	cmd   *exec.Cmd
-	lines chan string
-	out   strings.Builder
-	mu    sync.Mutex
-	done  chan struct{}
-}
-
-func start(t *testing.T, args ...string) *proc {
+func pluginCodes(t *testing.T, js string) map[string]report.Status {
 	t.Helper()
-	p := &proc{cmd: exec.Command(binary(t), args...), lines: make(chan string, 100), done: make(chan struct{})}
-	stdout, err := p.cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
+	out := map[string]report.Status{}
+	for c, st := range testutil.Codes(t, js) {
+		out[c] = report.Status(st)
 	}
-	p.cmd.Stderr = io.Discard
-	if testing.Verbose() {
-		p.cmd.Stderr = os.Stderr
-	}
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(p.done)
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.out.WriteString(sc.Text() + "\n")
-			p.mu.Unlock()
-			select {
-			case p.lines <- sc.Text():
-			default:
-			}
-		}
-	}()
-	t.Cleanup(func() { p.cmd.Process.Kill(); p.cmd.Wait() })
-	return p
-}
-
-func (p *proc) waitLine(t *testing.T, prefix string) string {
-	t.Helper()
-	deadline := time.After(30 * time.Second)
-	for {
-		select {
-		case l := <-p.lines:
-			if strings.HasPrefix(l, prefix) {
-				return l
-			}
-		case <-deadline:
-			t.Fatalf("no line %q from %v in 30s", prefix, p.cmd.Args)
-		}
-	}
-}
-
-// wait returns the exit status and all of stdout.
-func (p *proc) wait(t *testing.T) (int, string) {
-	t.Helper()
-	<-p.done
-	err := p.cmd.Wait()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return code, p.out.String()
+	return out
 }
 
 func waitFile(t *testing.T, p string) {
@@ -154,19 +56,6 @@ func waitFile(t *testing.T, p string) {
 	}
 }
 
-func pluginCodes(t *testing.T, js string) map[string]report.Status {
-	t.Helper()
-	var r report.Report
-	if err := json.Unmarshal([]byte(js), &r); err != nil {
-		t.Fatalf("%v: %s", err, js)
-	}
-	out := map[string]report.Status{}
-	for _, f := range r.Findings {
-		out[f.Code] = f.Status
-	}
-	return out
-}
-
 // The binaries as the e2e suite runs them: plugin test acting as the
 // kubelet, the mock as another process (timed through SIGUSR1, found by
 // the socket's peer credentials), a clean exit on SIGTERM that leaves no
@@ -176,11 +65,11 @@ func TestPluginBinaryMockAndTest(t *testing.T) {
 	tester := start(t, "plugin", "test", "--kubelet-dir", dir, "--timeout", "5s", "--watch", "300ms", "-o", "json")
 	waitFile(t, filepath.Join(dir, deviceplugin.KubeletSocket))
 	mock := start(t, "plugin", "mock", "--kubelet-dir", dir, "--resource", "fake.example.com/gpu", "--devices", "2", "--mode", "healthy")
-	line := mock.waitLine(t, "REGISTERED ")
+	line := mock.WaitLine(t, "REGISTERED ")
 	if want := "REGISTERED fake.example.com/gpu " + filepath.Join(dir, "accel-doctor-mock-fake.example.com_gpu.sock"); line != want {
 		t.Errorf("ready line %q, want %q", line, want)
 	}
-	code, out := tester.wait(t)
+	code, out := tester.Wait(t)
 	if code != 0 {
 		t.Fatalf("plugin test exit %d:\n%s", code, out)
 	}
@@ -190,8 +79,8 @@ func TestPluginBinaryMockAndTest(t *testing.T) {
 			t.Errorf("%s: %q, want PASS\n%s", c, got[c], out)
 		}
 	}
-	mock.cmd.Process.Signal(syscall.SIGTERM)
-	if code, _ := mock.wait(t); code != 0 {
+	mock.Cmd.Process.Signal(syscall.SIGTERM)
+	if code, _ := mock.Wait(t); code != 0 {
 		t.Errorf("mock exit %d after SIGTERM, want 0", code)
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
@@ -209,7 +98,7 @@ func TestPluginBinaryFindsPlantedFailures(t *testing.T) {
 			tester := start(t, "plugin", "test", "--kubelet-dir", dir, "--timeout", "5s", "--watch", "200ms")
 			waitFile(t, filepath.Join(dir, deviceplugin.KubeletSocket))
 			mock := start(t, "plugin", "mock", "--kubelet-dir", dir, "--mode", mode)
-			code, out := tester.wait(t)
+			code, out := tester.Wait(t)
 			if code != 1 || !strings.Contains(out, want) || !strings.Contains(out, "Measured:") {
 				t.Errorf("exit %d, want 1 with %s and the measurements:\n%s", code, want, out)
 			}
@@ -217,7 +106,7 @@ func TestPluginBinaryFindsPlantedFailures(t *testing.T) {
 				t.Errorf("the planted error text is not shown:\n%s", out)
 			}
 			if mode == "crash-allocate" {
-				if c, _ := mock.wait(t); c != 3 {
+				if c, _ := mock.Wait(t); c != 3 {
 					t.Errorf("crashed mock exit %d, want 3", c)
 				}
 			}
@@ -245,8 +134,8 @@ func TestPluginBinaryServe(t *testing.T) {
 	tester := start(t, "--root", host, "plugin", "test", "--kubelet-dir", dir, "--timeout", "5s", "--watch", "200ms", "-o", "json")
 	waitFile(t, filepath.Join(dir, deviceplugin.KubeletSocket))
 	serve := start(t, "--root", host, "plugin", "serve", "--kubelet-dir", dir, "--config", cfg, "--metrics-address", "127.0.0.1:0")
-	serve.waitLine(t, "SERVING example.com/gpu ")
-	code, out := tester.wait(t)
+	serve.WaitLine(t, "SERVING example.com/gpu ")
+	code, out := tester.Wait(t)
 	if code != 0 {
 		t.Fatalf("plugin test of plugin serve: exit %d\n%s", code, out)
 	}
@@ -254,8 +143,8 @@ func TestPluginBinaryServe(t *testing.T) {
 	if got[deviceplugin.CodeAllocateCDIResolved] != report.Pass || got[deviceplugin.CodeReregistered] != report.Pass {
 		t.Errorf("findings %v", got)
 	}
-	serve.cmd.Process.Signal(syscall.SIGTERM)
-	if code, _ := serve.wait(t); code != 0 {
+	serve.Cmd.Process.Signal(syscall.SIGTERM)
+	if code, _ := serve.Wait(t); code != 0 {
 		t.Errorf("serve exit %d after SIGTERM, want 0", code)
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 0 {

@@ -146,14 +146,14 @@ func readRegistry(ctx context.Context, root *hostfs.Root, dir string, timeout ti
 func getInfo(ctx context.Context, root *hostfs.Root, r *Registration, timeout time.Duration) {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	c, d := dialGRPC(cctx, root, r.Path)
+	c, d := kubelet.Connect(cctx, root, r.Path)
 	if d != nil {
 		d.Method = getInfoMethod
 		r.Dial = *d
 		return
 	}
-	info, err := registerapi.NewRegistrationClient(c.cc).GetInfo(cctx, &registerapi.InfoRequest{})
-	r.Dial = c.result(getInfoMethod, err)
+	info, err := registerapi.NewRegistrationClient(c.ClientConn()).GetInfo(cctx, &registerapi.InfoRequest{})
+	r.Dial = c.Result(getInfoMethod, err)
 	c.Close()
 	if err != nil {
 		return

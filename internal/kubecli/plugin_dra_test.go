@@ -29,21 +29,21 @@ func TestPluginBinaryDRAMockAndTest(t *testing.T) {
 			reg, plug, cdiDir := filepath.Join(dir, "reg"), filepath.Join(dir, "p", "gpu.example.com"), filepath.Join(dir, "cdi")
 			mock := start(t, "plugin", "mock", "--dra", "--driver", "gpu.example.com", "--devices", "2", "--mode", c.mode,
 				"--plugins-registry", reg, "--plugin-dir", plug, "--cdi-dir", cdiDir, "--node-name", "n1")
-			if l := mock.waitLine(t, "SERVING "); l != "SERVING gpu.example.com "+filepath.Join(plug, "dra.sock") {
+			if l := mock.WaitLine(t, "SERVING "); l != "SERVING gpu.example.com "+filepath.Join(plug, "dra.sock") {
 				t.Errorf("ready line %q", l)
 			}
-			mock.waitLine(t, "REGISTRATION ")
+			mock.WaitLine(t, "REGISTRATION ")
 			tester := start(t, "plugin", "test", "--dra", "--plugins-registry", reg, "--driver", "gpu.example.com",
 				"--cdi-dir", cdiDir, "--timeout", "5s", "--samples", "3", "-o", "json")
-			code, out := tester.wait(t)
+			code, out := tester.Wait(t)
 			if code != c.code {
 				t.Fatalf("plugin test --dra exit %d, want %d:\n%s", code, c.code, out)
 			}
 			if got := pluginCodes(t, out); got[c.want] != c.st {
 				t.Errorf("%s: %q, want %s\n%s", c.want, got[c.want], c.st, out)
 			}
-			mock.cmd.Process.Signal(syscall.SIGTERM)
-			if code, out := mock.wait(t); code != 0 || !strings.Contains(out, "STOPPED gpu.example.com") {
+			mock.Cmd.Process.Signal(syscall.SIGTERM)
+			if code, out := mock.Wait(t); code != 0 || !strings.Contains(out, "STOPPED gpu.example.com") {
 				t.Errorf("mock exit %d after SIGTERM:\n%s", code, out)
 			}
 			for _, d := range []string{reg, plug, cdiDir} {

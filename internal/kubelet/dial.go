@@ -167,3 +167,29 @@ func classifyConnect(err error) Dial {
 // server answers in well under a millisecond; a second is what a server
 // that is alive but busy may take, and all sockets are dialed at once.
 const defaultTimeout = time.Second
+
+// Conn is one connection to a gRPC server on a socket through a root,
+// for one read-only call (newClient), shared with the other node reader
+// that dials the kubelet's sockets (internal/dra).
+type Conn struct{ c *client }
+
+// Connect connects to the socket at host path p; the Dial says why not.
+func Connect(ctx context.Context, root *hostfs.Root, p string) (*Conn, *Dial) {
+	c, d := newClient(ctx, root, p)
+	if d != nil {
+		return nil, d
+	}
+	return &Conn{c}, nil
+}
+
+// ClientConn is the connection to make the call on.
+func (c *Conn) ClientConn() *grpc.ClientConn { return c.c.cc }
+
+// Close closes it.
+func (c *Conn) Close() { c.c.Close() }
+
+// Result classifies the outcome of the call made on it.
+func (c *Conn) Result(method string, err error) Dial { return c.c.result(method, err) }
+
+// ClassifyConnect names what a failed connect means.
+func ClassifyConnect(err error) Dial { return classifyConnect(err) }
