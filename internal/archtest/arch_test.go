@@ -38,11 +38,14 @@ var allowed = map[string][]string{
 	// spec) that reads devices through the readers and reports findings.
 	"deviceplugin": {"hostfs", "pci", "devnode", "cdi", "report"},
 	"cluster":      {"report"}, // reads the API server (client-go) and reports findings
-	"cli":          {"*"},
-	"kubecli":      {"*"}, // accel-doctor-kube's commands: cli's Extension
-	"archtest":     {},
-	"e2erun":       {}, // one test that runs the e2e module; no code
-	"testutil":     {},
+	// agent is accel-doctor-kube's DaemonSet mode: it runs diagnose and
+	// writes its own node's condition and annotation (client-go).
+	"agent":    {"hostfs", "report", "diagnose", "cluster", "driver", "kubelet"},
+	"cli":      {"*"},
+	"kubecli":  {"*"}, // accel-doctor-kube's commands: cli's Extension
+	"archtest": {},
+	"e2erun":   {}, // one test that runs the e2e module; no code
+	"testutil": {},
 }
 
 func TestDependencyDirection(t *testing.T) {
@@ -104,7 +107,7 @@ func TestNodeBinaryLinksNoKubernetesClient(t *testing.T) {
 		t.Fatalf("go list -deps: %v", err)
 	}
 	for _, dep := range strings.Fields(string(out)) {
-		for _, banned := range []string{"k8s.io/client-go/", "k8s.io/api/core/", "k8s.io/dynamic-resource-allocation/", module + "kubecli", module + "lint", module + "cluster", module + "dramock"} {
+		for _, banned := range []string{"k8s.io/client-go/", "k8s.io/api/core/", "k8s.io/dynamic-resource-allocation/", module + "kubecli", module + "lint", module + "cluster", module + "agent", module + "dramock"} {
 			if dep == strings.TrimSuffix(banned, "/") || strings.HasPrefix(dep, banned) {
 				t.Errorf("cmd/accel-doctor links %s (move what needs it to internal/kubecli)", dep)
 			}
