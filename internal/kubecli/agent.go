@@ -53,8 +53,12 @@ patch on nodes/status; create on events.
 It reaches the API server as kubectl does (--kubeconfig, $KUBECONFIG,
 ~/.kube/config), else with the pod's service account. An API error never
 ends it: it backs off (1s doubling to 2m, with jitter) and keeps checking
-and serving metrics. It exits on SIGTERM, or at start on a usage error
-(a root that cannot be examined, no node name).`,
+and serving metrics. SIGTERM ends it at once (exit 143, as it does every
+accel-doctor command); it exits 2 at start on a usage error (a root that
+cannot be examined, no node name, an address it cannot listen on).
+
+Its cgroup layer judges the device policy of its own process, as check
+does without --pid: in a DaemonSet, the agent's container.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if node == "" {
