@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	dto "github.com/prometheus/client_model/go"
 
@@ -246,7 +247,9 @@ func TestPublishBacksOffAndRecovers(t *testing.T) {
 	go func() { a.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 
-	waitFor(t, func() bool { return value(gather(t, a.Metrics), "accel_doctor_agent_api_errors_total", map[string]string{"write": "condition"}) >= 3 })
+	waitFor(t, func() bool {
+		return value(gather(t, a.Metrics), "accel_doctor_agent_api_errors_total", map[string]string{"write": "condition"}) >= 3
+	})
 	// Meanwhile the metrics and the health endpoint answer.
 	srv := httptest.NewServer(a.Handler())
 	defer srv.Close()
@@ -356,5 +359,26 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not reached in 10s")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A WARN does not stop the accelerators: True, with the WARN's code as
+// the reason so that it shows in `kubectl describe node`.
+func TestConditionWarnIsTrueWithItsCode(t *testing.T) {
+	r := &report.Report{Layers: []report.Layer{report.LayerDevNode}, Findings: []report.Finding{
+		{Code: "DEVNODE_OK", Layer: report.LayerDevNode, Status: report.Pass, Subject: "/dev/nvidia0"},
+		{Code: "DEVNODE_NO_CHAR_LINK", Layer: report.LayerDevNode, Status: report.Warn, Subject: "/dev/nvidia0", Summary: "no /dev/char link"},
+	}}
+	r.Decide()
+	c := BuildCondition(r)
+	if c.Status != ConditionTrue || c.Reason != "DEVNODE_NO_CHAR_LINK" {
+		t.Errorf("condition %+v, want True DEVNODE_NO_CHAR_LINK", c)
+	}
+	s := BuildSummary(r, nil, time.Now())
+	if s.Status != "WARN" || s.Code != "DEVNODE_NO_CHAR_LINK" || s.Layer != 0 {
+		t.Errorf("summary %+v, want WARN with the code and no layer (a layer names a FAIL)", s)
+	}
+	if long := cut(strings.Repeat("é", 300), maxMessageBytes); len(long) > maxMessageBytes || !utf8.ValidString(long) {
+		t.Errorf("cut: %d bytes, valid UTF-8 %v", len(long), utf8.ValidString(long))
 	}
 }
