@@ -84,6 +84,14 @@ func applyRBAC(t *testing.T, ctx context.Context, c *apiserver.Cluster) {
 			var o rbacv1.ClusterRoleBinding
 			must(t, yaml.Unmarshal([]byte(doc), &o))
 			_, err = c.Client.RbacV1().ClusterRoleBindings().Create(ctx, &o, metav1.CreateOptions{})
+		case "Role":
+			var o rbacv1.Role
+			must(t, yaml.Unmarshal([]byte(doc), &o))
+			_, err = c.Client.RbacV1().Roles(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+		case "RoleBinding":
+			var o rbacv1.RoleBinding
+			must(t, yaml.Unmarshal([]byte(doc), &o))
+			_, err = c.Client.RbacV1().RoleBindings(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
 		default:
 			t.Fatalf("rbac.yaml: unexpected kind %q", meta.Kind)
 		}
@@ -369,6 +377,8 @@ func checkRBAC(t *testing.T, ctx context.Context, cfg *rest.Config) {
 		{"patch", "nodes", "", "", "gpu-faults", true},
 		{"get", "nodes", "", "", "gpu-faults", true},
 		{"create", "events", "", "default", "", true},
+		{"create", "events", "", "kube-system", "", false},
+		{"patch", "events", "", "default", "", false},
 		{"delete", "nodes", "", "", "gpu-faults", false},
 		{"update", "nodes", "", "", "gpu-faults", false},
 		{"list", "secrets", "", "", "", false},

@@ -48,7 +48,7 @@ WHAT IT WRITES: its own node's status (the AcceleratorsReady condition, a
 strategic-merge patch of nodes/status) and its own node's annotations (a
 merge patch of accel-doctor.io/summary), and Events about its node. Nothing
 else; it reads its own node (get). The RBAC it needs: get, patch on nodes;
-patch on nodes/status; create on events.
+patch on nodes/status; create on events in namespace default.
 
 It reaches the API server as kubectl does (--kubeconfig, $KUBECONFIG,
 ~/.kube/config), else with the pod's service account. An API error never
