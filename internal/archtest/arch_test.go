@@ -41,7 +41,10 @@ var allowed = map[string][]string{
 	"cluster":      {"report"}, // reads the API server (client-go) and reports findings
 	// dramock is a writer beside deviceplugin: the DRA mock driver (its
 	// sockets and CDI specs) and the kubelet-side DRA tester.
-	"dramock":  {"hostfs", "cdi", "report", "deviceplugin", "dra"},
+	"dramock": {"hostfs", "cdi", "report", "deviceplugin", "dra"},
+	// agent is accel-doctor-kube's DaemonSet mode: it runs diagnose and
+	// writes its own node's condition and annotation (client-go).
+	"agent":    {"hostfs", "report", "diagnose", "cluster", "driver", "kubelet"},
 	"cli":      {"*"},
 	"kubecli":  {"*"}, // accel-doctor-kube's commands: cli's Extension
 	"archtest": {},
@@ -108,7 +111,7 @@ func TestNodeBinaryLinksNoKubernetesClient(t *testing.T) {
 		t.Fatalf("go list -deps: %v", err)
 	}
 	for _, dep := range strings.Fields(string(out)) {
-		for _, banned := range []string{"k8s.io/client-go/", "k8s.io/api/core/", "k8s.io/dynamic-resource-allocation/", module + "kubecli", module + "lint", module + "cluster", module + "dramock"} {
+		for _, banned := range []string{"k8s.io/client-go/", "k8s.io/api/core/", "k8s.io/dynamic-resource-allocation/", module + "kubecli", module + "lint", module + "cluster", module + "agent", module + "dramock"} {
 			if dep == strings.TrimSuffix(banned, "/") || strings.HasPrefix(dep, banned) {
 				t.Errorf("cmd/accel-doctor links %s (move what needs it to internal/kubecli)", dep)
 			}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 
@@ -233,4 +234,30 @@ func existingFunctions(inv *pci.Inventory) string {
 		return fmt.Sprintf("it has no accelerator; its %d functions include %s ('accel-doctor pci' lists them)", len(all), strings.Join(all[:12], ", "))
 	}
 	return "it has no accelerator; its functions are " + strings.Join(all, ", ")
+}
+
+// CheckRunner prepares check over rootDir for a caller that runs it again
+// and again (accel-doctor-kube's agent): it opens the root and refuses,
+// with check's own preflight, a root that cannot be examined. Each call
+// of run reads the host afresh (a new Env: nothing is memoized across
+// runs) and returns the report with the Env it was judged on, whose
+// memoized readings (the kubelet's state) the caller may reuse.
+func CheckRunner(rootDir string, opts diagnose.Options, command string) (run func() (*report.Report, *diagnose.Env), err error) {
+	root, err := hostfs.New(rootDir)
+	if err != nil {
+		return nil, usageErr("%v", err)
+	}
+	source := "host root " + root.Dir()
+	if root.IsLive() {
+		host, _ := os.Hostname()
+		source = "live host " + host
+	}
+	if err := preflight(diagnose.NewEnv(root, opts), root, "", nil); err != nil {
+		return nil, err
+	}
+	meta := diagnose.Meta{Tool: "accel-doctor " + Version, Command: command, Source: source}
+	return func() (*report.Report, *diagnose.Env) {
+		env := diagnose.NewEnv(root, opts)
+		return diagnose.Run(env, diagnose.Registry(), meta), env
+	}, nil
 }

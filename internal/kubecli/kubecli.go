@@ -21,7 +21,7 @@ import (
 func Extension() *cli.Extension {
 	return &cli.Extension{
 		Commands: func(g *cli.Globals) []*cobra.Command {
-			return []*cobra.Command{newLintCmd(g), newClusterCmd(g)}
+			return []*cobra.Command{newLintCmd(g), newClusterCmd(g), newAgentCmd(g)}
 		},
 		Codes: codes(),
 		DRA:   draPlugin(),

@@ -1,0 +1,256 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/accel-doctor/accel-doctor/internal/diagnose"
+	"github.com/accel-doctor/accel-doctor/internal/report"
+)
+
+// Config is an agent's setup.
+type Config struct {
+	Node     string
+	Interval time.Duration
+	// Check runs check once (cli.CheckRunner).
+	Check func() (*report.Report, *diagnose.Env)
+	// API is nil for an agent that only serves metrics.
+	API API
+	// Log receives one line per run and per API outcome that changes.
+	Log io.Writer
+	// Backoff bounds the wait between failed publications: it starts at
+	// BackoffMin and doubles up to BackoffMax (defaults 1s and 2m).
+	BackoffMin, BackoffMax time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Agent runs check every interval and publishes each run's State.
+type Agent struct {
+	cfg     Config
+	Metrics *Metrics
+
+	mu   sync.Mutex
+	last *State // the last finished run; guarded by mu
+
+	pending chan *State // the newest State not yet published (capacity 1)
+}
+
+// New makes an agent; Run starts it.
+func New(cfg Config) *Agent {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.BackoffMin <= 0 {
+		cfg.BackoffMin = time.Second
+	}
+	if cfg.BackoffMax <= 0 {
+		cfg.BackoffMax = 2 * time.Minute
+	}
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	return &Agent{cfg: cfg, Metrics: NewMetrics(cfg.Node), pending: make(chan *State, 1)}
+}
+
+// RunOnce runs check and records its State (metrics, health).
+func (a *Agent) RunOnce() *State {
+	start := a.cfg.Now()
+	rep, env := a.cfg.Check()
+	end := a.cfg.Now()
+	var ids map[string]Identity
+	var resources []string
+	if env != nil {
+		kn, _ := env.Kubelet() // memoized: the run read it already when the kube layer ran
+		ids = Identities(env.Root, rep, kn)
+		resources = Resources(kn)
+	}
+	s := &State{Report: rep, Condition: BuildCondition(rep), Summary: BuildSummary(rep, resources, end), Duration: end.Sub(start), Finished: end}
+	a.Metrics.Update(s, ids)
+	a.mu.Lock()
+	a.last = s
+	a.mu.Unlock()
+	fmt.Fprintf(a.cfg.Log, "check: %s (%s %s) in %v\n", rep.Verdict.Status, s.Condition.Status, s.Condition.Reason, s.Duration.Round(time.Millisecond))
+	return s
+}
+
+// offer makes s the next State to publish, replacing one not yet taken:
+// only the newest matters.
+func (a *Agent) offer(s *State) {
+	select {
+	case <-a.pending:
+	default:
+	}
+	a.pending <- s
+}
+
+// Run checks every interval until ctx ends, publishing in the background.
+func (a *Agent) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	if a.cfg.API != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); a.publishLoop(ctx) }()
+	}
+	t := time.NewTicker(a.cfg.Interval)
+	defer t.Stop()
+	for {
+		a.offer(a.RunOnce())
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// publishLoop publishes each State offered. A failure is retried after a
+// wait that doubles from BackoffMin to BackoffMax (with jitter, so that a
+// fleet of agents does not return to a recovering API server at once),
+// with the newest State by then; a success resets the wait.
+func (a *Agent) publishLoop(ctx context.Context) {
+	p := publisher{api: a.cfg.API, m: a.Metrics, log: a.cfg.Log, now: a.cfg.Now}
+	wait := time.Duration(0)
+	var s *State
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case s = <-a.pending:
+		}
+		for {
+			err := p.publish(ctx, s)
+			if err == nil {
+				wait = 0
+				break
+			}
+			if ctx.Err() != nil {
+				return
+			}
+			wait = min(max(2*wait, a.cfg.BackoffMin), a.cfg.BackoffMax)
+			d := wait/2 + rand.N(wait/2+1)
+			fmt.Fprintf(a.cfg.Log, "publish: %v (again in %v)\n", err, d.Round(time.Millisecond))
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(d):
+			}
+			select {
+			case s = <-a.pending: // a newer run came meanwhile: publish that
+			default:
+			}
+		}
+	}
+}
+
+// publisher remembers what the node shows, so that an Event marks a
+// transition only.
+type publisher struct {
+	api API
+	m   *Metrics
+	log io.Writer
+	now func() time.Time
+
+	known bool      // cur and since are what the node holds
+	cur   Condition // the node's condition
+	since time.Time // its lastTransitionTime
+	// eventDue: the condition changed on the node and its Event is not
+	// created yet (a failed write is retried with the next attempt).
+	eventDue bool
+	prev     Condition // what it changed from, for the log
+}
+
+func (p *publisher) publish(ctx context.Context, s *State) error {
+	if !p.known {
+		c, since, ok, err := p.api.Condition(ctx)
+		if err != nil {
+			p.m.APIError("condition")
+			return err
+		}
+		p.known = true
+		if ok {
+			p.cur, p.since = c, since
+		}
+	}
+	now := p.now()
+	transition := !p.cur.Same(s.Condition)
+	since := p.since
+	if transition || since.IsZero() {
+		since = now
+	}
+	if err := p.api.PatchCondition(ctx, s.Condition, since, now); err != nil {
+		p.m.APIError("condition")
+		p.known = false // read the node again: the patch may have landed
+		return err
+	}
+	if transition {
+		p.eventDue, p.prev = true, p.cur
+	}
+	p.cur, p.since = s.Condition, since
+	if err := p.api.Annotate(ctx, s.Summary); err != nil {
+		p.m.APIError("annotation")
+		return err
+	}
+	if p.eventDue {
+		if err := p.api.Event(ctx, s.Condition, now); err != nil {
+			p.m.APIError("event")
+			return err
+		}
+		p.eventDue = false
+		fmt.Fprintf(p.log, "event: %s %s -> %s %s\n", p.prev.Status, p.prev.Reason, s.Condition.Status, s.Condition.Reason)
+	}
+	p.m.APISuccess(now)
+	return nil
+}
+
+// Healthy says whether the last run finished within 3 intervals.
+func (a *Agent) Healthy() (bool, string) {
+	a.mu.Lock()
+	s := a.last
+	a.mu.Unlock()
+	if s == nil {
+		return false, "no check has finished yet"
+	}
+	age := a.cfg.Now().Sub(s.Finished)
+	if age > 3*a.cfg.Interval {
+		return false, fmt.Sprintf("the last check finished %v ago, more than 3 intervals (%v)", age.Round(time.Second), 3*a.cfg.Interval)
+	}
+	return true, fmt.Sprintf("the last check finished %v ago: %s", age.Round(time.Millisecond), s.Report.Verdict.Status)
+}
+
+// Handler serves /metrics and /healthz.
+func (a *Agent) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", a.Metrics)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		ok, why := a.Healthy()
+		if !ok {
+			http.Error(w, why, http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, why)
+	})
+	return mux
+}
+
+// Serve serves Handler on ln until ctx ends.
+func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,118 @@
+package kubecli
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/accel-doctor/accel-doctor/internal/agent"
+	"github.com/accel-doctor/accel-doctor/internal/cli"
+	"github.com/accel-doctor/accel-doctor/internal/cluster"
+	"github.com/accel-doctor/accel-doctor/internal/diagnose"
+)
+
+func newAgentCmd(g *cli.Globals) *cobra.Command {
+	var (
+		opts        cluster.ConfigOptions
+		node        string
+		interval    time.Duration
+		listen      string
+		kubeletDir  string
+		metricsOnly bool
+	)
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "DaemonSet mode: check every interval; publish a node condition, an Event per transition, the summary annotation, metrics (WRITES its node's status and annotations)",
+		Long: `agent is accel-doctor as a DaemonSet: it runs check over --root (the
+host's filesystem mounted read-only, /host) every --interval and publishes
+the verdict:
+
+  - the node condition AcceleratorsReady: True (PASS, or WARN with its code as
+    the reason), False with the first failing code as the reason, Unknown
+    when nothing could be judged (node-problem-detector's custom-plugin
+    convention: OK 0, NonOK 1, Unknown 2);
+  - an Event about the node (namespace default) on each change of the
+    condition's status or reason;
+  - the annotation accel-doctor.io/summary that 'accel-doctor cluster' reads;
+  - Prometheus metrics on --listen: /metrics (accel_doctor_check_findings by
+    node, layer, code, status and device, with DCGM exporter's pci_bus_id,
+    gpu, UUID, modelName labels and kube-state-metrics' resource; the run's
+    duration and time) and /healthz (200 while the last check finished
+    within 3 intervals).
+
+WHAT IT WRITES: its own node's status (the AcceleratorsReady condition, a
+strategic-merge patch of nodes/status) and its own node's annotations (a
+merge patch of accel-doctor.io/summary), and Events about its node. Nothing
+else; it reads its own node (get). The RBAC it needs: get, patch on nodes;
+patch on nodes/status; create on events in namespace default.
+
+It reaches the API server as kubectl does (--kubeconfig, $KUBECONFIG,
+~/.kube/config), else with the pod's service account. An API error never
+ends it: it backs off (1s doubling to 2m, with jitter) and keeps checking
+and serving metrics. SIGTERM ends it at once (exit 143, as it does every
+accel-doctor command); it exits 2 at start on a usage error (a root that
+cannot be examined, no node name, an address it cannot listen on).
+
+Its cgroup layer judges the device policy of its own process, as check
+does without --pid: in a DaemonSet, the agent's container.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if node == "" {
+				return cli.UsageErr("--node-name is empty: give the node's name (in a DaemonSet: the downward API's spec.nodeName as $NODE_NAME)")
+			}
+			if interval < time.Second {
+				return cli.UsageErr("--interval %v: at least 1s", interval)
+			}
+			check, err := cli.CheckRunner(g.RootDir(), diagnose.Options{KubeletDir: kubeletDir}, "agent")
+			if err != nil {
+				return err
+			}
+			cfg := agent.Config{Node: node, Interval: interval, Check: check, Log: g.Stderr()}
+			if !metricsOnly {
+				rc, _, err := cluster.RESTConfig(opts)
+				if err != nil {
+					return cli.UsageErr("%v", err)
+				}
+				rc.UserAgent = "accel-doctor-agent"
+				if cfg.API, err = agent.NewClient(rc, node); err != nil {
+					return cli.UsageErr("%v", err)
+				}
+			}
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return cli.UsageErr("--listen %s: %v", listen, err)
+			}
+			fmt.Fprintf(g.Stderr(), "agent: node %s, every %v, metrics on http://%s/metrics\n", node, interval, ln.Addr())
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			a := agent.New(cfg)
+			serveErr := make(chan error, 1)
+			go func() { serveErr <- a.Serve(ctx, ln) }()
+			done := make(chan struct{})
+			go func() { a.Run(ctx); close(done) }()
+			select {
+			case <-ctx.Done():
+			case err = <-serveErr:
+			}
+			cancel()
+			<-done
+			if err != nil {
+				return cli.ExitErr(2, fmt.Errorf("serve metrics: %w", err))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opts.Kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then the in-cluster config)")
+	f.StringVar(&opts.Context, "context", "", "the kubeconfig context to use")
+	f.StringVar(&node, "node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
+	f.DurationVar(&interval, "interval", 60*time.Second, "how often to run check")
+	f.StringVar(&listen, "listen", ":9808", "address of /metrics and /healthz")
+	f.StringVar(&kubeletDir, "kubelet-root-dir", "", "the kubelet's --root-dir on the host (default /var/lib/kubelet)")
+	f.BoolVar(&metricsOnly, "metrics-only", false, "serve metrics only; write nothing to the API server")
+	return cmd
+}
