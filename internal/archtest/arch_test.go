@@ -42,6 +42,7 @@ var allowed = map[string][]string{
 	"kubecli":      {"*"}, // accel-doctor-kube's commands: cli's Extension
 	"archtest":     {},
 	"e2erun":       {}, // one test that runs the e2e module; no code
+	"deploytest":   {}, // tests of deploy/, the image, the kubectl plugin and krew; no code
 	"testutil":     {},
 }
 
