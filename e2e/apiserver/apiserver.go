@@ -59,6 +59,14 @@ type Cluster struct {
 // when t ends. It fails t if any of them does not come up.
 func Start(t testing.TB) *Cluster {
 	t.Helper()
+	return StartWithFlags(t)
+}
+
+// StartWithFlags is Start with more kube-apiserver flags, e.g.
+// --authorization-mode=Node,RBAC for a test of RBAC (the test server's
+// default authorizes every request).
+func StartWithFlags(t testing.TB, flags ...string) *Cluster {
+	t.Helper()
 	start := time.Now()
 	dir := t.TempDir()
 	c := &Cluster{Dir: dir, LogFile: filepath.Join(dir, "components.log")}
@@ -81,13 +89,13 @@ func Start(t testing.TB) *Cluster {
 	// on metrics the e2e tests do not own; it checks the API server, not
 	// what runs against it.
 	opts.DisableInvariantChecks = true
-	srv, err := apiservertesting.StartTestServer(tCtx, opts, []string{
+	srv, err := apiservertesting.StartTestServer(tCtx, opts, append([]string{
 		// Only loopback: the test server listens on 127.0.0.1; the
 		// advertise address keeps the kubernetes Service's endpoint
 		// there too.
 		"--advertise-address=127.0.0.1",
 		"--endpoint-reconciler-type=none",
-	}, storage)
+	}, flags...), storage)
 	if err != nil {
 		t.Fatalf("start kube-apiserver: %v (its log: %s)", err, c.LogFile)
 	}
