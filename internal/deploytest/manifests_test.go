@@ -232,10 +232,32 @@ func TestAgentDaemonSet(t *testing.T) {
 		mounted = append(mounted, p)
 	}
 	sort.Strings(mounted)
-	wantMounts := []string{"/dev", "/etc/cdi", "/proc", "/run", "/sys", "/var/lib/kubelet/device-plugins", "/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/pod-resources", "/var/run/cdi"}
+	wantMounts := []string{"/dev", "/etc/cdi", "/proc", "/run", "/sys", "/var/lib/kubelet/device-plugins", "/var/lib/kubelet/plugins", "/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/pod-resources", "/var/run/cdi"}
 	if !slices.Equal(mounted, wantMounts) {
 		t.Errorf("host mounts %q, want %q", mounted, wantMounts)
 	}
+}
+
+// hostMounts lists a container's hostPath mounts as "HOST at PATH ro|rw".
+func hostMounts(spec corev1.PodSpec, c corev1.Container) []string {
+	hp := map[string]string{}
+	for _, v := range spec.Volumes {
+		if v.HostPath != nil {
+			hp[v.Name] = v.HostPath.Path
+		}
+	}
+	var out []string
+	for _, m := range c.VolumeMounts {
+		if p, ok := hp[m.Name]; ok {
+			mode := "rw"
+			if m.ReadOnly {
+				mode = "ro"
+			}
+			out = append(out, p+" at "+m.MountPath+" "+mode)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 func checkSecurity(t *testing.T, name string, c corev1.Container, add []corev1.Capability) {
@@ -359,6 +381,11 @@ func TestJobAndProbeGate(t *testing.T) {
 		t.Errorf("job runs %q", got)
 	}
 	checkSecurity(t, "job", c, []corev1.Capability{"SYS_ADMIN", "SYS_PTRACE", "DAC_READ_SEARCH"})
+	// The Job sees the host as the agent does.
+	agent := find[appsv1.DaemonSet](t, objs, "accel-doctor-agent").Spec.Template.Spec
+	if a, j := hostMounts(agent, agent.Containers[0]), hostMounts(job.Spec.Template.Spec, c); !slices.Equal(a, j) || !job.Spec.Template.Spec.HostPID {
+		t.Errorf("the Job's host view %q (hostPID %v) differs from the agent's %q", j, job.Spec.Template.Spec.HostPID, a)
+	}
 	pod := find[corev1.Pod](t, objs, "gpu-workload-gated")
 	if len(pod.Spec.InitContainers) != 1 || !slices.Equal(pod.Spec.InitContainers[0].Command, []string{"/usr/bin/accel-doctor", "probe"}) {
 		t.Fatalf("init containers %+v: want one running accel-doctor probe", pod.Spec.InitContainers)
