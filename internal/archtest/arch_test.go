@@ -44,12 +44,13 @@ var allowed = map[string][]string{
 	"dramock": {"hostfs", "cdi", "report", "deviceplugin", "dra"},
 	// agent is accel-doctor-kube's DaemonSet mode: it runs diagnose and
 	// writes its own node's condition and annotation (client-go).
-	"agent":    {"hostfs", "report", "diagnose", "cluster", "driver", "kubelet"},
-	"cli":      {"*"},
-	"kubecli":  {"*"}, // accel-doctor-kube's commands: cli's Extension
-	"archtest": {},
-	"e2erun":   {}, // one test that runs the e2e module; no code
-	"testutil": {},
+	"agent":      {"hostfs", "report", "diagnose", "cluster", "driver", "kubelet"},
+	"cli":        {"*"},
+	"kubecli":    {"*"}, // accel-doctor-kube's commands: cli's Extension
+	"archtest":   {},
+	"e2erun":     {}, // one test that runs the e2e module; no code
+	"deploytest": {}, // tests of deploy/, the image, the kubectl plugin and krew; no code
+	"testutil":   {},
 }
 
 func TestDependencyDirection(t *testing.T) {

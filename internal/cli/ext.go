@@ -160,9 +160,10 @@ func (g *globals) runKube(ctx context.Context, args []string) error {
 		args = append([]string{"--root", g.root}, args...)
 	}
 	if g.stdout == io.Writer(os.Stdout) && g.stderr == io.Writer(os.Stderr) {
-		return syscall.Exec(p, append([]string{p}, args...), os.Environ())
+		return syscall.Exec(p, append([]string{kubeArgv0(p)}, args...), os.Environ())
 	}
 	c := exec.CommandContext(ctx, p, args...)
+	c.Args[0] = kubeArgv0(p)
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, g.stdout, g.stderr
 	err = c.Run()
 	var ee *exec.ExitError

@@ -100,6 +100,7 @@ Every diagnosis command is read-only. Only 'sandbox' writes to the host.`,
 		SilenceErrors: true,
 		Version:       Version,
 	}
+	setDisplayName(root, displayName())
 	root.PersistentFlags().StringVar(&g.root, "root", "/", "read the host through this directory (/host in a pod)")
 	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
 		g.rootSet = cmd.Flags().Changed("root")
