@@ -13,7 +13,10 @@
 //   - the BPF_CGROUP_DEVICE programs in effect for a cgroup2 directory, read
 //     back from the running kernel with BPF_PROG_QUERY (BPF_F_QUERY_EFFECTIVE)
 //     and BPF_OBJ_GET_INFO_BY_FD (xlated instructions). This needs the live
-//     host and CAP_SYS_ADMIN or CAP_BPF; a captured host cannot answer it.
+//     host and CAP_SYS_ADMIN (BPF_PROG_QUERY on a cgroup needs CAP_NET_ADMIN
+//     or CAP_SYS_ADMIN, BPF_PROG_GET_FD_BY_ID CAP_SYS_ADMIN: kernel/bpf/syscall.c;
+//     measured on 6.18 under setpriv, deploy/README.md); a captured host
+//     cannot answer it.
 //
 // The v2 programs are evaluated by an interpreter of our own (interp.go)
 // over struct bpf_cgroup_dev_ctx (include/uapi/linux/bpf.h). Anything the

@@ -62,7 +62,7 @@ type V2Policy struct {
 
 // ReadV2 queries the kernel for the effective BPF_CGROUP_DEVICE programs
 // of dir and reads each one's name, tag and xlated instructions. It needs
-// the live root (else ErrCapturedHost) and CAP_SYS_ADMIN or CAP_BPF (else
+// the live root (else ErrCapturedHost) and CAP_SYS_ADMIN (else
 // an error that wraps unix.EPERM). A program that cannot be read is kept
 // with its Err.
 //
@@ -163,7 +163,7 @@ func bpfQuery(attr *bpfQueryAttr) error {
 // permHint adds what EPERM means here to an error that wraps it.
 func permHint(err error) error {
 	if errors.Is(err, unix.EPERM) {
-		return fmt.Errorf("%w (reading BPF programs needs CAP_SYS_ADMIN or CAP_BPF; running as uid %d)", err, os.Geteuid())
+		return fmt.Errorf("%w (reading a cgroup's BPF programs needs CAP_SYS_ADMIN: listing them needs CAP_NET_ADMIN or CAP_SYS_ADMIN, opening one by ID CAP_SYS_ADMIN, CAP_BPF is not enough; running as uid %d)", err, os.Geteuid())
 	}
 	return err
 }

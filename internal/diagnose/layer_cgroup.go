@@ -82,12 +82,12 @@ table shows every node of the host.`},
 	{Code: CodeCgroupUnreadable, Layer: report.LayerCgroup, Title: "the exact device policy cannot be read",
 		Explain: `The policy could not be decided from what the kernel exposes. Causes: a v1 cgroup
 whose default is allow shows 'a *:* rwm' in devices.list and hides its deny
-exceptions; cgroup v2 programs need root (CAP_SYS_ADMIN or CAP_BPF) to be
+exceptions; cgroup v2 programs need root (CAP_SYS_ADMIN; CAP_BPF is not enough) to be
 listed and read, and a non-root query gets EPERM; a snapshot or fixture holds no
 BPF programs; a program uses an instruction accel-doctor's interpreter does not
 model, or runs past its step limit. accel-doctor never guesses: the answer is
 NOT_RUN, with the reason.`,
-		Remediation: "cgroup v2 programs unreadable: run as root (CAP_SYS_ADMIN or CAP_BPF) on the live host, or snapshot there. A default-allow v1 cgroup hides its deny rules from everyone, root included: measure instead of reading, by opening the node from inside the container (`runc exec ID sh -c ': <> /dev/nvidia0'`, `kubectl exec`): EPERM means the cgroup denies it. To see what the kernel makes of a rule set, `accel-doctor sandbox --allow 'c 195:* rw' --device /dev/nvidia0` applies exactly those rules in a transient cgroup and probes the node."},
+		Remediation: "cgroup v2 programs unreadable: run as root (CAP_SYS_ADMIN) on the live host, or snapshot there. A default-allow v1 cgroup hides its deny rules from everyone, root included: measure instead of reading, by opening the node from inside the container (`runc exec ID sh -c ': <> /dev/nvidia0'`, `kubectl exec`): EPERM means the cgroup denies it. To see what the kernel makes of a rule set, `accel-doctor sandbox --allow 'c 195:* rw' --device /dev/nvidia0` applies exactly those rules in a transient cgroup and probes the node."},
 	{Code: CodeCgroupNodeUnchecked, Layer: report.LayerCgroup, Title: "a node was not evaluated",
 		Explain: `The node's device number is unknown (it is missing and sysfs gives no number) or
 an earlier layer already failed for it, so there is nothing meaningful for the
