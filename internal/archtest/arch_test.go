@@ -37,7 +37,8 @@ var allowed = map[string][]string{
 	// deviceplugin sits beside diagnose: a writer (its sockets, its CDI
 	// spec) that reads devices through the readers and reports findings.
 	"deviceplugin": {"hostfs", "pci", "devnode", "cdi", "report"},
-	"cluster":      {"report"}, // reads the API server (client-go) and reports findings
+	"cluster":      {"report"},            // reads the API server (client-go) and reports findings
+	"claim":        {"report", "cluster"}, // DRA claims through the API server (cluster's client setup); in accel-doctor-kube
 	"cli":          {"*"},
 	"kubecli":      {"*"}, // accel-doctor-kube's commands: cli's Extension
 	"archtest":     {},
@@ -104,7 +105,7 @@ func TestNodeBinaryLinksNoKubernetesClient(t *testing.T) {
 		t.Fatalf("go list -deps: %v", err)
 	}
 	for _, dep := range strings.Fields(string(out)) {
-		for _, banned := range []string{"k8s.io/client-go/", "k8s.io/api/core/", "k8s.io/dynamic-resource-allocation/", module + "kubecli", module + "lint", module + "cluster", module + "dramock"} {
+		for _, banned := range []string{"k8s.io/client-go/", "k8s.io/api/core/", "k8s.io/dynamic-resource-allocation/", module + "kubecli", module + "lint", module + "cluster", module + "claim", module + "dramock"} {
 			if dep == strings.TrimSuffix(banned, "/") || strings.HasPrefix(dep, banned) {
 				t.Errorf("cmd/accel-doctor links %s (move what needs it to internal/kubecli)", dep)
 			}

@@ -9,6 +9,7 @@ package kubecli
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/accel-doctor/accel-doctor/internal/claim"
 	"github.com/accel-doctor/accel-doctor/internal/cli"
 	"github.com/accel-doctor/accel-doctor/internal/cluster"
 	"github.com/accel-doctor/accel-doctor/internal/diagnose"
@@ -20,7 +21,7 @@ import (
 func Extension() *cli.Extension {
 	return &cli.Extension{
 		Commands: func(g *cli.Globals) []*cobra.Command {
-			return []*cobra.Command{newLintCmd(g), newClusterCmd(g)}
+			return []*cobra.Command{newLintCmd(g), newClusterCmd(g), newClaimCmd(g)}
 		},
 		Codes: codes(),
 	}
@@ -33,6 +34,9 @@ func codes() []diagnose.Code {
 		out = append(out, diagnose.Code{Code: c.Code, Layer: report.LayerKube, Title: c.Title, Explain: c.Explain, Remediation: c.Remediation})
 	}
 	for _, c := range cluster.Codes {
+		out = append(out, diagnose.Code{Code: c.Code, Layer: report.LayerKube, Title: c.Title, Explain: c.Explain, Remediation: c.Remediation})
+	}
+	for _, c := range claim.Codes {
 		out = append(out, diagnose.Code{Code: c.Code, Layer: report.LayerKube, Title: c.Title, Explain: c.Explain, Remediation: c.Remediation})
 	}
 	return out
