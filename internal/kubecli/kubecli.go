@@ -21,7 +21,7 @@ import (
 func Extension() *cli.Extension {
 	return &cli.Extension{
 		Commands: func(g *cli.Globals) []*cobra.Command {
-			return []*cobra.Command{newLintCmd(g), newClusterCmd(g), newClaimCmd(g)}
+			return []*cobra.Command{newLintCmd(g), newClusterCmd(g), newClaimCmd(g), newDRACmd(g)}
 		},
 		Codes: codes(),
 	}
@@ -36,7 +36,7 @@ func codes() []diagnose.Code {
 	for _, c := range cluster.Codes {
 		out = append(out, diagnose.Code{Code: c.Code, Layer: report.LayerKube, Title: c.Title, Explain: c.Explain, Remediation: c.Remediation})
 	}
-	for _, c := range claim.Codes {
+	for _, c := range append(append([]claim.Code(nil), claim.Codes...), claim.FleetCodes...) {
 		out = append(out, diagnose.Code{Code: c.Code, Layer: report.LayerKube, Title: c.Title, Explain: c.Explain, Remediation: c.Remediation})
 	}
 	return out
