@@ -106,4 +106,3 @@ func TestFleetListFailed(t *testing.T) {
 		t.Errorf("findings %+v exit %d", rep.Findings, rep.ExitCode())
 	}
 }
-
