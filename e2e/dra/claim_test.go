@@ -252,7 +252,14 @@ func waitUnschedulable(t *testing.T, ctx context.Context, c *apiserver.Cluster, 
 
 func runClaim(t *testing.T, ctx context.Context, bin, kubeconfig, claim string) (jsonReport, string, int) {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, bin, "claim", "--kubeconfig", kubeconfig, "-o", "json", claim)
+	return runCmd(t, ctx, bin, "claim", "--kubeconfig", kubeconfig, "-o", "json", claim)
+}
+
+// runCmd runs accel-doctor ARGS (which ask for -o json) and decodes its
+// report.
+func runCmd(t *testing.T, ctx context.Context, bin string, args ...string) (jsonReport, string, int) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, bin, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
@@ -267,7 +274,7 @@ func runClaim(t *testing.T, ctx context.Context, bin, kubeconfig, claim string) 
 	out := stdout.String() + stderr.String()
 	var rep jsonReport
 	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-		t.Fatalf("claim %s: not JSON (%v), exit %d:\n%s", claim, err, code, out)
+		t.Fatalf("%v: not JSON (%v), exit %d:\n%s", args, err, code, out)
 	}
 	return rep, out, code
 }
