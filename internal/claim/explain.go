@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -86,6 +87,9 @@ type Allocator struct {
 	// when it could allocate it nowhere.
 	Node    string
 	Devices []string
+	// Tried is how many nodes the allocator ran on; the others have
+	// fewer devices in their slices than the claim needs.
+	Tried, Nodes int
 	// Error is the allocator's fatal error (a missing class, a CEL
 	// runtime error), as the scheduler reports it.
 	Error string
@@ -476,6 +480,37 @@ func (l classLister) Get(name string) (*resourceapi.DeviceClass, error) {
 	return nil, fmt.Errorf("deviceclass %q not found", name)
 }
 
+// AllocatorBudget bounds the offline allocator's run over all nodes.
+var AllocatorBudget = 10 * time.Second
+
+// minDevices is the fewest devices the claim can be allocated with: each
+// request's count (its smallest alternative's for a firstAvailable list;
+// 1 for allocationMode All).
+func minDevices(c *resourceapi.ResourceClaim) int64 {
+	var n int64
+	one := func(mode resourceapi.DeviceAllocationMode, count int64) int64 {
+		if mode == resourceapi.DeviceAllocationModeAll || count < 1 {
+			return 1
+		}
+		return count
+	}
+	for _, r := range c.Spec.Devices.Requests {
+		switch {
+		case r.Exactly != nil:
+			n += one(r.Exactly.AllocationMode, r.Exactly.Count)
+		case len(r.FirstAvailable) > 0:
+			least := int64(-1)
+			for _, s := range r.FirstAvailable {
+				if c := one(s.AllocationMode, s.Count); least < 0 || c < least {
+					least = c
+				}
+			}
+			n += least
+		}
+	}
+	return n
+}
+
 // runAllocator runs the structured allocator on every node, in name
 // order, and stops at the first that takes the claim.
 func runAllocator(ctx context.Context, in Input, inUse sets.Set[structured.DeviceID]) Allocator {
@@ -487,25 +522,66 @@ func runAllocator(ctx context.Context, in Input, inUse sets.Set[structured.Devic
 		classes[dc.Name] = dc
 	}
 	state := structured.AllocatedState{AllocatedDevices: inUse, AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](), AggregatedCapacity: structured.NewConsumedCapacityCollection()}
-	al, err := structured.NewAllocator(ctx, features, state, classes, in.Slices, cel.NewCache(64, cel.Features{}))
-	if err != nil {
-		return Allocator{Ran: true, Error: err.Error()}
+	// A node-local slice (spec.nodeName) serves its node only
+	// (structured.NodeMatches): each node's allocator gets that node's
+	// slices and the others (all nodes, node selectors), so that trying
+	// N nodes does not walk every node's slices N times.
+	byNode := map[string][]*resourceapi.ResourceSlice{}
+	var shared []*resourceapi.ResourceSlice
+	for _, s := range in.Slices {
+		if n := deref(s.Spec.NodeName); n != "" {
+			byNode[n] = append(byNode[n], s)
+		} else {
+			shared = append(shared, s)
+		}
 	}
+	cache := cel.NewCache(64, cel.Features{})
 	nodes := append([]*corev1.Node(nil), in.Nodes...)
 	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
 	claim := in.Claim.DeepCopy()
+	need := minDevices(claim)
+	sharedDevices := 0
+	for _, s := range shared {
+		sharedDevices += len(s.Spec.Devices)
+	}
+	// The allocator searches combinations with backtracking: asked for
+	// more devices than a node has, it tries them all before it gives up
+	// (the scheduler bounds that with its filter timeout). A node whose
+	// slices hold fewer devices than the claim needs at least cannot take
+	// it whatever the selectors say (a device goes to one request: the
+	// consumable-capacity feature that shares one is not enabled here),
+	// so it is not tried; and the whole run is bounded by AllocatorBudget.
+	ctx, cancel := context.WithTimeout(ctx, AllocatorBudget)
+	defer cancel()
+	tried := 0
 	for _, n := range nodes {
-		res, err := al.Allocate(ctx, n, []*resourceapi.ResourceClaim{claim})
+		visible := sharedDevices
+		for _, s := range byNode[n.Name] {
+			visible += len(s.Spec.Devices)
+		}
+		if int64(visible) < need {
+			continue
+		}
+		tried++
+		slices := append(byNode[n.Name][:len(byNode[n.Name]):len(byNode[n.Name])], shared...)
+		al, err := structured.NewAllocator(ctx, features, state, classes, slices, cache)
 		if err != nil {
 			return Allocator{Ran: true, Error: err.Error()}
 		}
+		res, err := al.Allocate(ctx, n, []*resourceapi.ResourceClaim{claim})
+		if err != nil {
+			if ctx.Err() != nil {
+				return Allocator{Reason: fmt.Sprintf("the allocator did not finish within %v (%d of %d nodes tried)", AllocatorBudget, tried, len(nodes))}
+			}
+			return Allocator{Ran: true, Error: err.Error()}
+		}
 		if len(res) == 1 {
-			a := Allocator{Ran: true, Node: n.Name}
+			a := Allocator{Ran: true, Node: n.Name, Tried: tried, Nodes: len(nodes)}
 			for _, d := range res[0].Devices.Results {
 				a.Devices = append(a.Devices, d.Request+": "+d.Driver+"/"+d.Pool+"/"+d.Device)
 			}
 			return a
 		}
 	}
-	return Allocator{Ran: true}
+	return Allocator{Ran: true, Tried: tried, Nodes: len(nodes)}
 }

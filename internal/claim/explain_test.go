@@ -283,3 +283,21 @@ func TestCodesCatalog(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkExplain1000Slices is Explain (selectors on 8,000 devices and
+// the allocator on 1,000 nodes) for a claim of 9 devices no node has.
+func BenchmarkExplain1000Slices(b *testing.B) {
+	in := world(claimOf("c", "gpu", 9))
+	in.Slices, in.Nodes = nil, nil
+	for i := range 1000 {
+		n := fmt.Sprintf("node-%04d", i)
+		in.Slices = append(in.Slices, slice(n, 8))
+		in.Nodes = append(in.Nodes, node(n))
+	}
+	for b.Loop() {
+		e, err := Explain(context.Background(), in)
+		if err != nil || e.Allocatable() || !e.Agrees() {
+			b.Fatalf("explanation %+v, %v", e, err)
+		}
+	}
+}

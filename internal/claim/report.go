@@ -202,7 +202,7 @@ func (e *Explanation) allocatorFinding(subject string) report.Finding {
 			ev = append(ev, report.Evidence{Path: "allocator on " + a.Node, Value: d})
 		}
 	default:
-		said = "finds no node for it"
+		said = fmt.Sprintf("finds no node for it (run on %d of %d nodes; the other %d have fewer devices in their slices than the claim needs)", a.Tried, a.Nodes, a.Nodes-a.Tried)
 	}
 	if e.Agrees() {
 		code := "CLAIM_ALLOCATABLE"
