@@ -84,9 +84,10 @@ matching device in use). The claim is allocated when those claims are deallocate
 	Title:  "the scheduler's allocator, run offline on the same objects, came to another answer",
 	Explain: `accel-doctor ran k8s.io/dynamic-resource-allocation/structured, the allocator the
 scheduler uses, on the listed slices, classes and claims, node by node. Its answer differs from
-the per-selector explanation: something the explanation does not evaluate decides (device taints,
-partitionable devices' counters, constraints such as matchAttribute, node selectors of slices,
-consumable capacity). Trust the allocator's answer.`,
+the per-selector explanation: something the explanation does not evaluate decides (constraints
+such as matchAttribute, the node selector of a slice, which the explanation counts for every node).
+Trust the allocator's answer. Neither evaluates device taints, partitionable devices' counters or
+consumable capacity: a scheduler with those features may still disagree with both.`,
 	Remediation: "Look at the claim's constraints and the slices' taints and counters: `kubectl get resourceslices -o yaml`.",
 	Facts:       "the structured allocator's result per node",
 }, {

@@ -32,8 +32,10 @@ node by node, and says whether it agrees.
 It reaches the cluster as kubectl does (--kubeconfig, $KUBECONFIG,
 ~/.kube/config, the in-cluster config; --context). It needs get on the
 claim and list on deviceclasses, resourceslices, resourceclaims and nodes
-(paged LISTs of 500); it writes nothing. Device taints, partitionable devices'
-counters, constraints and consumable capacity are left to the allocator.
+(paged LISTs of 500); it writes nothing. Constraints (matchAttribute) and the
+node selectors of slices are left to the allocator; device taints,
+partitionable devices' counters and consumable capacity are evaluated by
+neither (the allocator runs without those features).
 Exit status: 0 allocated or allocatable; 1 the claim cannot be allocated;
 2 it could not be read, or a usage error.`,
 		Args: cobra.ExactArgs(1),
