@@ -185,6 +185,17 @@ func TestAgentRBACImpersonated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The RBAC authorizer reads the roles through an informer: wait until
+	// the binding just created is in its cache (the first allowed query
+	// turns true), then ask everything.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		r, err := as.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Resource: "nodes", Verb: "get"}},
+		}, metav1.CreateOptions{})
+		if err == nil && r.Status.Allowed || time.Now().After(deadline) {
+			break
+		}
+	}
 	for _, q := range []struct {
 		group, resource, sub, verb, ns string
 		want                           bool

@@ -45,6 +45,7 @@ var allowed = map[string][]string{
 	// agent is accel-doctor-kube's DaemonSet mode: it runs diagnose and
 	// writes its own node's condition and annotation (client-go).
 	"agent":      {"hostfs", "report", "diagnose", "cluster", "driver", "kubelet"},
+	"claim":      {"report", "cluster"}, // DRA claims through the API server (cluster's client setup); in accel-doctor-kube
 	"cli":        {"*"},
 	"kubecli":    {"*"}, // accel-doctor-kube's commands: cli's Extension
 	"archtest":   {},
@@ -112,7 +113,7 @@ func TestNodeBinaryLinksNoKubernetesClient(t *testing.T) {
 		t.Fatalf("go list -deps: %v", err)
 	}
 	for _, dep := range strings.Fields(string(out)) {
-		for _, banned := range []string{"k8s.io/client-go/", "k8s.io/api/core/", "k8s.io/dynamic-resource-allocation/", module + "kubecli", module + "lint", module + "cluster", module + "agent", module + "dramock"} {
+		for _, banned := range []string{"k8s.io/client-go/", "k8s.io/api/core/", "k8s.io/dynamic-resource-allocation/", module + "kubecli", module + "lint", module + "cluster", module + "agent", module + "claim", module + "dramock"} {
 			if dep == strings.TrimSuffix(banned, "/") || strings.HasPrefix(dep, banned) {
 				t.Errorf("cmd/accel-doctor links %s (move what needs it to internal/kubecli)", dep)
 			}

@@ -572,3 +572,21 @@ func reasonCode(reason string) string {
 	}
 	return "CLUSTER_PENDING_OTHER"
 }
+
+// AcceleratorLabels are the node's Node Feature Discovery labels of
+// accelerator hardware (feature.node.kubernetes.io/pci-<class>_<vendor>.present=true
+// with an accelerator class), sorted; the dra command reads them too.
+func AcceleratorLabels(labels map[string]string) []string {
+	var out []string
+	for k, v := range labels {
+		if !strings.HasPrefix(k, nfdPrefix) || !strings.HasSuffix(k, nfdSuffix) || v != "true" {
+			continue
+		}
+		class, _, ok := strings.Cut(strings.TrimSuffix(strings.TrimPrefix(k, nfdPrefix), nfdSuffix), "_")
+		if ok && acceleratorClass(class) {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

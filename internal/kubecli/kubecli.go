@@ -9,6 +9,7 @@ package kubecli
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/accel-doctor/accel-doctor/internal/claim"
 	"github.com/accel-doctor/accel-doctor/internal/cli"
 	"github.com/accel-doctor/accel-doctor/internal/cluster"
 	"github.com/accel-doctor/accel-doctor/internal/diagnose"
@@ -21,7 +22,7 @@ import (
 func Extension() *cli.Extension {
 	return &cli.Extension{
 		Commands: func(g *cli.Globals) []*cobra.Command {
-			return []*cobra.Command{newLintCmd(g), newClusterCmd(g), newAgentCmd(g)}
+			return []*cobra.Command{newLintCmd(g), newClusterCmd(g), newAgentCmd(g), newClaimCmd(g), newDRACmd(g)}
 		},
 		Codes: codes(),
 		DRA:   draPlugin(),
@@ -40,6 +41,9 @@ func codes() []diagnose.Code {
 		out = append(out, diagnose.Code{Code: c.Code, Layer: report.LayerKube, Title: c.Title, Explain: c.Title + ". Reported by `plugin test --dra` (status " + c.Status + "); docs/dra.md lists every code.", Remediation: c.Remediation})
 	}
 	for _, c := range cluster.Codes {
+		out = append(out, diagnose.Code{Code: c.Code, Layer: report.LayerKube, Title: c.Title, Explain: c.Explain, Remediation: c.Remediation})
+	}
+	for _, c := range append(append([]claim.Code(nil), claim.Codes...), claim.FleetCodes...) {
 		out = append(out, diagnose.Code{Code: c.Code, Layer: report.LayerKube, Title: c.Title, Explain: c.Explain, Remediation: c.Remediation})
 	}
 	return out
