@@ -183,3 +183,7 @@ func isKubeCode(code string) bool {
 
 // ExitFor is the error of a report's exit code (nil for 0).
 func ExitFor(code int) error { return exitFor(code) }
+
+// TrimImageLater drops the process's clean pages of its own executable
+// now and again after start-up (trimImage): for long-running commands.
+func TrimImageLater() { trimImageLater() }

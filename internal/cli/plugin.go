@@ -161,6 +161,7 @@ SIGTERM or SIGINT: the sockets are removed and it exits 0.`,
 				}
 				defer stop()
 			}
+			trimImageLater()
 			return p.Run(ctx)
 		},
 	}

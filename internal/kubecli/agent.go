@@ -94,6 +94,9 @@ does without --pid: in a DaemonSet, the agent's container.`,
 			go func() { serveErr <- a.Serve(ctx, ln) }()
 			done := make(chan struct{})
 			go func() { a.Run(ctx); close(done) }()
+			// A daemon on every node: give back the image pages that
+			// start-up faulted in (cli.TrimImageLater).
+			cli.TrimImageLater()
 			select {
 			case <-ctx.Done():
 			case err = <-serveErr:
