@@ -47,7 +47,7 @@ any extended resource for another vendor) with a capacity above 0. Pods asking f
 be placed there. The usual causes: no device-plugin pod on the node (the DaemonSet's node selector
 or tolerations leave it out), a plugin that failed to register, or a driver that is not loaded.
 A WARN, not a FAIL: a DRA driver may publish the devices as ResourceSlices instead, which this
-command does not read yet.`,
+command does not read (` + "`accel-doctor dra`" + ` does: it names accelerator nodes without a slice).`,
 	Remediation: "Check that the device-plugin DaemonSet has a pod on the node (`kubectl get pods -A -o wide --field-selector spec.nodeName=NODE`) and run `accel-doctor check` on the node.",
 	Facts:       "Node.metadata.labels[feature.node.kubernetes.io/pci-*.present], Node.metadata.annotations[accel-doctor.io/summary].accelerators, Node.status.capacity",
 }, {
