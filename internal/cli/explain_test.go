@@ -28,3 +28,23 @@ func TestExplainKnowsEveryCode(t *testing.T) {
 		t.Error("layer 6's codes are not in check's catalog")
 	}
 }
+
+// The command lines accel-doctor hands to accel-doctor-kube before its
+// own commands see them: plugin mock/test with --dra, global flags first
+// or not; nothing else.
+func TestWantsKube(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"plugin", "mock", "--dra", "--driver", "x"}, true},
+		{[]string{"--root", "/host", "plugin", "test", "--dra=true"}, true},
+		{[]string{"plugin", "mock", "--mode", "healthy"}, false},
+		{[]string{"check", "--dra"}, false},
+		{[]string{"plugin"}, false},
+	} {
+		if got := wantsKube(c.args); got != c.want {
+			t.Errorf("%q: %v, want %v", c.args, got, c.want)
+		}
+	}
+}

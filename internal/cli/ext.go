@@ -80,10 +80,12 @@ func MeasurementTable(ms []deviceplugin.Measurement) *report.Table { return meas
 // wantsKube: a command line accel-doctor-kube must run (plugin mock --dra,
 // plugin test --dra) that accel-doctor's own plugin command would refuse.
 func wantsKube(args []string) bool {
-	if len(args) < 2 || args[0] != "plugin" {
+	// The global flags (--root DIR) may come before the command.
+	i := slices.Index(args, "plugin")
+	if i < 0 {
 		return false
 	}
-	return slices.ContainsFunc(args[1:], func(a string) bool { return a == "--dra" || a == "--dra=true" })
+	return slices.ContainsFunc(args[i+1:], func(a string) bool { return a == "--dra" || a == "--dra=true" })
 }
 
 // Globals are the flags every command shares, for the commands of an

@@ -250,12 +250,11 @@ func judgeRegistration(out *Out, n *kubelet.Node, s *kubelet.Socket, kubeletServ
 		out.Add("KUBELET_PLUGIN_OK", report.Pass, s.Name, ok+"; the running kubelet has devices of "+s.Resource+" ("+strings.Join(seen, ", ")+")", ev...)
 		return
 	}
-	// Absence is conclusive only from a source that must have had the
-	// resource: PodResources' allocatable answered (a resource with no
-	// healthy device is absent there too, so it takes the checkpoint
-	// as well), or a checkpoint the kubelet rewrote after the socket
-	// was bound, since an accepted registration makes it write one with
-	// the resource at once.
+	// Absence is conclusive only from a checkpoint the kubelet rewrote
+	// after the socket was bound: an accepted registration makes it
+	// write one with the resource at once, even with no device.
+	// PodResources' allocatable list is only evidence beside it (a
+	// resource with no healthy device is absent there too).
 	cpAfter := n.Checkpoint != nil && !n.CheckpointModTime.IsZero() && !s.ModTime.IsZero() && n.CheckpointModTime.After(s.ModTime.Add(time.Second))
 	prOK := n.PodResources != nil && n.PodResources.Allocatable.Answer == kubelet.Answered
 	listed := false
