@@ -482,7 +482,10 @@ func (e *endpoint) run(ctx context.Context) error {
 	// regIno is the kubelet.sock a registration was started for: its
 	// Create event can arrive after our socket's Remove already started
 	// one (the kubelet wipes the directory, then binds kubelet.sock), and
-	// a second Register to the same kubelet would be refused.
+	// a second Register to the same kubelet would be refused. A Remove of
+	// kubelet.sock forgets it: a filesystem reuses the inode number at
+	// once and timestamps are coarse (jiffies), so a kubelet.sock made
+	// again quickly can look the same.
 	var regIno sockID
 	startReg := func() {
 		regIno, _ = sockInode(kubelet)
@@ -549,6 +552,8 @@ func (e *endpoint) run(ctx context.Context) error {
 					}
 				}
 				startReg()
+			case name == KubeletSocket && (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)):
+				regIno = sockID{}
 			case name == e.socket && (ev.Has(fsnotify.Remove) || ev.Has(fsnotify.Rename)):
 				if exists(e.socketPath()) {
 					continue // an old event: the socket is there again
