@@ -1,6 +1,6 @@
 # The accel-doctor image: the two static binaries and nothing else.
 #
-#   CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X github.com/accel-doctor/accel-doctor/internal/cli.Version=$V" \
+#   CGO_ENABLED=0 go build -trimpath -tags=grpcnotrace -ldflags="-s -w -X github.com/accel-doctor/accel-doctor/internal/cli.Version=$V" \
 #     -o build/ ./cmd/accel-doctor ./cmd/accel-doctor-kube
 #   buildah build -f Dockerfile --build-arg VERSION=$V -t accel-doctor:$V build/     # or: docker build -f Dockerfile build/
 #

@@ -54,7 +54,7 @@ func buildAccelDoctor() (string, error) {
 	// commands that link the Kubernetes client (cluster, agent, lint,
 	// claim, dra, plugin --dra) to accel-doctor-kube beside it.
 	bin := filepath.Join(dir, "accel-doctor")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", dir+"/", "./cmd/accel-doctor", "./cmd/accel-doctor-kube")
+	cmd := exec.Command("go", "build", "-trimpath", "-tags=grpcnotrace", "-ldflags=-s -w", "-o", dir+"/", "./cmd/accel-doctor", "./cmd/accel-doctor-kube")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {

@@ -107,6 +107,26 @@ func permitted(list []string, dep string) bool {
 // the API types or the DRA libraries: their package initialisation would
 // be paid by every start (internal/cli's KubeBinary). Those commands are
 // accel-doctor-kube's.
+// The documented build's -tags=grpcnotrace keeps golang.org/x/net/trace
+// (and html/template, text/template and expvar with it) out of both
+// binaries: grpc imports it only for its optional request tracing, which
+// nothing here turns on, and its package inits ran on every start. If a
+// grpc release renames the tag, this fails rather than the binaries
+// silently growing again.
+func TestGRPCNoTraceTagDropsTrace(t *testing.T) {
+	for _, cmd := range []string{"../../cmd/accel-doctor", "../../cmd/accel-doctor-kube"} {
+		out, err := exec.Command("go", "list", "-deps", "-tags=grpcnotrace", cmd).Output()
+		if err != nil {
+			t.Fatalf("go list -deps: %v", err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if dep == "golang.org/x/net/trace" || dep == "html/template" {
+				t.Errorf("%s built with -tags=grpcnotrace still links %s", cmd, dep)
+			}
+		}
+	}
+}
+
 func TestNodeBinaryLinksNoKubernetesClient(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "../../cmd/accel-doctor").Output()
 	if err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"path"
-	"regexp"
 	"runtime/debug"
 	"strings"
 
@@ -138,7 +137,7 @@ func dep(bi *debug.BuildInfo, paths ...string) (moduleDep, bool) {
 // or "-X .../dockerversion.Version=28.0.1" (dockerd), which module-mode
 // builds record in the build settings (unless built with -trimpath,
 // which leaves -ldflags out: then the package database answers).
-var ldflagsVersion = regexp.MustCompile(`-X[ =]'?([^ '=]*(?:/version|/dockerversion|/define))\.Version=([^ ']+)`)
+var ldflagsVersion = lazyRegexp(`-X[ =]'?([^ '=]*(?:/version|/dockerversion|/define))\.Version=([^ ']+)`)
 
 // mainVersion is the runtime's own version from its build information:
 // the main module's version, else the one stamped by -ldflags.
@@ -152,7 +151,7 @@ func mainVersion(bi *debug.BuildInfo) (v, from string) {
 		if s.Key != "-ldflags" {
 			continue
 		}
-		if m := ldflagsVersion.FindStringSubmatch(s.Value); m != nil {
+		if m := ldflagsVersion().FindStringSubmatch(s.Value); m != nil {
 			if _, _, _, ok := semver(m[2]); ok {
 				return strings.TrimPrefix(m[2], "v"), "-ldflags -X " + m[1] + ".Version=" + m[2]
 			}

@@ -146,7 +146,7 @@ func kubeBinary() (string, error) {
 	if p, err := exec.LookPath(KubeBinary); err == nil {
 		return p, nil
 	}
-	return "", usageErr("this command is in %s (it links the Kubernetes client), which is neither beside this binary nor on PATH: build it with `CGO_ENABLED=0 go build -o %s ./cmd/accel-doctor-kube`", KubeBinary, KubeBinary)
+	return "", usageErr("this command is in %s (it links the Kubernetes client), which is neither beside this binary nor on PATH: build it with `CGO_ENABLED=0 go build -tags=grpcnotrace -o %s ./cmd/accel-doctor-kube`", KubeBinary, KubeBinary)
 }
 
 // runKube runs accel-doctor-kube with args (and the global flags given).

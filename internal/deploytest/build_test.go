@@ -34,7 +34,7 @@ func binaries(t *testing.T) string {
 		if buildErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-trimpath",
+		cmd := exec.Command("go", "build", "-trimpath", "-tags=grpcnotrace",
 			"-ldflags=-s -w -X github.com/accel-doctor/accel-doctor/internal/cli.Version="+version,
 			"-o", buildDir+"/", "./cmd/accel-doctor", "./cmd/accel-doctor-kube")
 		cmd.Dir = repoRoot

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"path"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -165,8 +164,8 @@ func ParseConfig(r io.Reader) (*Config, error) {
 	return &c, nil
 }
 
-var hex4 = regexp.MustCompile(`^[0-9a-fA-F]{4}$`)
-var hexClass = regexp.MustCompile(`^([0-9a-fA-F]{2}){1,3}$`)
+var hex4 = lazyRegexp(`^[0-9a-fA-F]{4}$`)
+var hexClass = lazyRegexp(`^([0-9a-fA-F]{2}){1,3}$`)
 
 // Validate checks a config and fills in its defaults.
 func (c *Config) Validate() error {
@@ -247,15 +246,15 @@ func (s *Selector) validate() error {
 		if p.Vendor == "" && p.Class == "" {
 			return errors.New("pci needs vendor or class")
 		}
-		if p.Vendor != "" && !hex4.MatchString(p.Vendor) {
+		if p.Vendor != "" && !hex4().MatchString(p.Vendor) {
 			return fmt.Errorf("pci.vendor %q is not 4 hex digits", p.Vendor)
 		}
 		for _, d := range p.Devices {
-			if !hex4.MatchString(d) {
+			if !hex4().MatchString(d) {
 				return fmt.Errorf("pci.devices: %q is not 4 hex digits", d)
 			}
 		}
-		if p.Class != "" && !hexClass.MatchString(p.Class) {
+		if p.Class != "" && !hexClass().MatchString(p.Class) {
 			return fmt.Errorf("pci.class %q is not 2, 4 or 6 hex digits", p.Class)
 		}
 	}

@@ -2,7 +2,6 @@ package deviceplugin
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/validate/content"
@@ -58,7 +57,7 @@ func ValidateResourceName(name string) error {
 // "[-._a-zA-Z][-._a-zA-Z0-9]*", and not ".", ".." or "..."-prefixed,
 // hasChDirPrefix). That package is not imported for one regexp: it pulls
 // klog into the binary.
-var envVarName = regexp.MustCompile(`^[-._a-zA-Z][-._a-zA-Z0-9]*$`)
+var envVarName = lazyRegexp(`^[-._a-zA-Z][-._a-zA-Z0-9]*$`)
 
 // envNameProblem says what is wrong with an environment variable name
 // given to a container, "" when nothing. The kubelet passes a plugin's
@@ -71,7 +70,7 @@ func envNameProblem(name string) string {
 		return "empty"
 	case strings.ContainsAny(name, "=\x00"):
 		return "contains '=' or NUL: the runtime splits NAME=VALUE at the first '='"
-	case !envVarName.MatchString(name):
+	case !envVarName().MatchString(name):
 		return "a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit"
 	case name == "." || strings.HasPrefix(name, ".."):
 		return "must not be '.' or start with '..'"

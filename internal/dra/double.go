@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,9 +36,9 @@ type DoubleAdvert struct {
 }
 
 var (
-	uuidAny = regexp.MustCompile(`[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`)
-	bdfAny  = regexp.MustCompile(`\b[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\b`)
-	nvNode  = regexp.MustCompile(`^/dev/nvidia([0-9]+)$`)
+	uuidAny = lazyRegexp(`[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`)
+	bdfAny  = lazyRegexp(`\b[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\b`)
+	nvNode  = lazyRegexp(`^/dev/nvidia([0-9]+)$`)
 )
 
 // double finds devices advertised both ways.
@@ -197,7 +196,7 @@ func readNVIDIA(root *hostfs.Root) nvidiaInfo {
 			}
 			switch strings.TrimSpace(k) {
 			case "GPU UUID":
-				if m := uuidAny.FindString(v); m != "" {
+				if m := uuidAny().FindString(v); m != "" {
 					g.uuid = strings.ToLower(m)
 				}
 			case "Device Minor":
@@ -223,7 +222,7 @@ func pluginKeys(root *hostfs.Root, hd nvidiaInfo, id string) map[string]string {
 	form, key := kubelet.ClassifyID(id)
 	switch form {
 	case kubelet.IDGPUUUID, kubelet.IDMIGLegacy, kubelet.IDMIGUUID:
-		u := strings.ToLower(uuidAny.FindString(key))
+		u := strings.ToLower(uuidAny().FindString(key))
 		keys["uuid:"+u] = fmt.Sprintf("ID %s", id)
 		if form == kubelet.IDGPUUUID {
 			if g, ok := hd.byUUID[u]; ok {
@@ -268,7 +267,7 @@ func cdiKeys(root *hostfs.Root, hd nvidiaInfo, d *cdi.Device) map[string]string 
 		}
 		p = path.Clean(p)
 		keys["node:"+p] = fmt.Sprintf("%s injects %s", d.Name, p)
-		if m := nvNode.FindStringSubmatch(p); m != nil {
+		if m := nvNode().FindStringSubmatch(p); m != nil {
 			if g, ok := hd.byMinor[m[1]]; ok {
 				keys["pci:"+g.bdf] = fmt.Sprintf("%s injects %s, Device Minor %s of GPU %s", d.Name, p, m[1], g.bdf)
 				keys["uuid:"+g.uuid] = keys["pci:"+g.bdf]
@@ -288,10 +287,10 @@ func cdiKeys(root *hostfs.Root, hd nvidiaInfo, d *cdi.Device) map[string]string 
 		addNode(dn.Path)
 	}
 	scan := func(where, s string) {
-		for _, u := range uuidAny.FindAllString(s, -1) {
+		for _, u := range uuidAny().FindAllString(s, -1) {
 			keys["uuid:"+strings.ToLower(u)] = fmt.Sprintf("%s names %s in %s", d.Name, u, where)
 		}
-		for _, b := range bdfAny.FindAllString(s, -1) {
+		for _, b := range bdfAny().FindAllString(s, -1) {
 			keys["pci:"+strings.ToLower(b)] = fmt.Sprintf("%s names %s in %s", d.Name, b, where)
 		}
 	}
@@ -346,7 +345,7 @@ func drmBDF(root *hostfs.Root, name string) string {
 		return ""
 	}
 	b := path.Base(t)
-	if bdfAny.MatchString(b) {
+	if bdfAny().MatchString(b) {
 		return strings.ToLower(b)
 	}
 	return ""

@@ -61,7 +61,9 @@ func (k KernelConfig) Enabled(name string) Tri {
 	return Unknown
 }
 
-// ReadKernelConfig reads /boot/config-RELEASE, else /proc/config.gz.
+// ReadKernelConfig reads /boot/config-RELEASE, else /proc/config.gz. The
+// compressed one is parsed as it is inflated: only the options kept are
+// ever held, not the 300 KiB of text (this runs on every check).
 func ReadKernelConfig(root *hostfs.Root) KernelConfig {
 	var k KernelConfig
 	var errs []error
@@ -69,12 +71,16 @@ func ReadKernelConfig(root *hostfs.Root) KernelConfig {
 	if err == nil && rel != "" && !strings.ContainsAny(rel, "/\x00") {
 		k.Release = rel
 		p := "/boot/config-" + rel
-		if b, err := root.ReadFileLimit(p, kconfigLimit); err == nil {
-			k.Source, k.Options = p, ParseKernelConfig(b)
-			return k
-		} else {
-			errs = append(errs, err)
+		b, err := root.ReadFileLimit(p, kconfigLimit)
+		if err == nil {
+			var opts map[string]string
+			if opts, err = parseKernelConfig(bytes.NewReader(b)); err == nil {
+				k.Source, k.Options = p, opts
+				return k
+			}
+			err = fmt.Errorf("read %s: %w", p, err)
 		}
+		errs = append(errs, err)
 	} else if err != nil {
 		errs = append(errs, err)
 	}
@@ -82,13 +88,14 @@ func ReadKernelConfig(root *hostfs.Root) KernelConfig {
 	if err == nil {
 		var zr *gzip.Reader
 		if zr, err = gzip.NewReader(bytes.NewReader(b)); err == nil {
-			var plain []byte
-			plain, err = io.ReadAll(io.LimitReader(zr, kconfigLimit+1))
-			if err == nil && len(plain) > kconfigLimit {
+			lr := &io.LimitedReader{R: zr, N: kconfigLimit + 1}
+			var opts map[string]string
+			opts, err = parseKernelConfig(lr)
+			if err == nil && lr.N == 0 {
 				err = fmt.Errorf("more than %d bytes uncompressed", kconfigLimit)
 			}
 			if err == nil {
-				k.Source, k.Options = ProcConfigGz, ParseKernelConfig(plain)
+				k.Source, k.Options = ProcConfigGz, opts
 				return k
 			}
 		}
@@ -100,26 +107,36 @@ func ReadKernelConfig(root *hostfs.Root) KernelConfig {
 }
 
 // ParseKernelConfig keeps the IOMMU options of a kernel .config:
-// "CONFIG_X=y|m|..." and "# CONFIG_X is not set" lines.
+// "CONFIG_X=y|m|..." and "# CONFIG_X is not set" lines. What a malformed
+// file (a line over 64 KiB) leaves unread is simply not kept.
 func ParseKernelConfig(b []byte) map[string]string {
-	want := map[string]bool{}
+	out, _ := parseKernelConfig(bytes.NewReader(b))
+	return out
+}
+
+// parseKernelConfig reads lines from r, keeping kconfigOptions; the error
+// is r's, or a line too long to be a .config's.
+func parseKernelConfig(r io.Reader) (map[string]string, error) {
+	want := make(map[string]bool, len(kconfigOptions))
 	for _, o := range kconfigOptions {
 		want[o] = true
 	}
 	out := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 0, 4096), 1<<16)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 16<<10), 1<<16)
 	for sc.Scan() {
-		line := sc.Text()
-		if name, ok := strings.CutPrefix(line, "# "); ok {
-			if name, ok = strings.CutSuffix(name, " is not set"); ok && want[name] {
-				out[name] = "n"
+		line := sc.Bytes()
+		if name, ok := bytes.CutPrefix(line, []byte("# ")); ok {
+			// want[string(b)] does not allocate; only a kept option's
+			// name and value become strings.
+			if name, ok = bytes.CutSuffix(name, []byte(" is not set")); ok && want[string(name)] {
+				out[string(name)] = "n"
 			}
 			continue
 		}
-		if name, v, ok := strings.Cut(line, "="); ok && want[name] {
-			out[name] = strings.Trim(v, `"`)
+		if name, v, ok := bytes.Cut(line, []byte("=")); ok && want[string(name)] {
+			out[string(name)] = strings.Trim(string(v), `"`)
 		}
 	}
-	return out
+	return out, sc.Err()
 }

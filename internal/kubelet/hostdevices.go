@@ -3,7 +3,6 @@ package kubelet
 import (
 	"fmt"
 	"path"
-	"regexp"
 	"sort"
 	"strings"
 
@@ -73,30 +72,30 @@ type DeviceMatch struct {
 
 var (
 	uuidRe      = `[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`
-	gpuUUID     = regexp.MustCompile(`^GPU-` + uuidRe + `$`)
-	migLegacy   = regexp.MustCompile(`^MIG-(GPU-` + uuidRe + `)/[0-9]+/[0-9]+$`)
-	migUUID     = regexp.MustCompile(`^MIG-` + uuidRe + `$`)
-	drmCard     = regexp.MustCompile(`^(card[0-9]+)-[0-9]+$`)
-	amdXCP      = regexp.MustCompile(`^amdgpu_xcp_[0-9]+$`)
-	replicaPart = regexp.MustCompile(`::[0-9]+$`)
+	gpuUUID     = lazyRegexp(`^GPU-` + uuidRe + `$`)
+	migLegacy   = lazyRegexp(`^MIG-(GPU-` + uuidRe + `)/[0-9]+/[0-9]+$`)
+	migUUID     = lazyRegexp(`^MIG-` + uuidRe + `$`)
+	drmCard     = lazyRegexp(`^(card[0-9]+)-[0-9]+$`)
+	amdXCP      = lazyRegexp(`^amdgpu_xcp_[0-9]+$`)
+	replicaPart = lazyRegexp(`::[0-9]+$`)
 )
 
 // ClassifyID says what a device ID looks like and the key to look for on
 // the host. A "::<n>" replica suffix (NVIDIA's time-slicing and MPS) is
 // stripped first.
 func ClassifyID(id string) (IDForm, string) {
-	base := replicaPart.ReplaceAllString(id, "")
+	base := replicaPart().ReplaceAllString(id, "")
 	switch {
-	case gpuUUID.MatchString(base):
+	case gpuUUID().MatchString(base):
 		return IDGPUUUID, base
-	case migLegacy.MatchString(base):
-		return IDMIGLegacy, migLegacy.FindStringSubmatch(base)[1]
-	case migUUID.MatchString(base):
+	case migLegacy().MatchString(base):
+		return IDMIGLegacy, migLegacy().FindStringSubmatch(base)[1]
+	case migUUID().MatchString(base):
 		return IDMIGUUID, base
-	case amdXCP.MatchString(base):
+	case amdXCP().MatchString(base):
 		return IDAMDPartition, base
-	case drmCard.MatchString(base):
-		return IDDRMCard, drmCard.FindStringSubmatch(base)[1]
+	case drmCard().MatchString(base):
+		return IDDRMCard, drmCard().FindStringSubmatch(base)[1]
 	}
 	if a, err := pci.ParseAddress(base); err == nil && strings.Count(base, ":") == 2 {
 		return IDPCIAddress, a.String()

@@ -1,7 +1,6 @@
 package kubelet
 
 import (
-	"regexp"
 	"strings"
 )
 
@@ -93,12 +92,12 @@ func (v VendorPlugin) MatchesResource(resource string) bool {
 
 var (
 	// internal/deviceplugin's DefaultSocketName and MockSocketName.
-	accelDoctorSocket = regexp.MustCompile(`^accel-doctor-(mock-)?([a-z0-9-]+(?:\.[a-z0-9-]+)*)_([A-Za-z0-9][A-Za-z0-9_.-]*?)(?:@[0-9]+)?\.sock$`)
-	nvidiaSocket      = regexp.MustCompile(`^nvidia-([a-z0-9][a-z0-9.-]*)\.sock$`)
+	accelDoctorSocket = lazyRegexp(`^accel-doctor-(mock-)?([a-z0-9-]+(?:\.[a-z0-9-]+)*)_([A-Za-z0-9][A-Za-z0-9_.-]*?)(?:@[0-9]+)?\.sock$`)
+	nvidiaSocket      = lazyRegexp(`^nvidia-([a-z0-9][a-z0-9.-]*)\.sock$`)
 	// DNS-1123 subdomain, dash, name, ".sock": Intel's dpapi.
-	intelSocket = regexp.MustCompile(`^([a-z0-9-]+(?:\.[a-z0-9-]+)+)-([a-z0-9][a-z0-9_.]*)\.sock$`)
+	intelSocket = lazyRegexp(`^([a-z0-9-]+(?:\.[a-z0-9-]+)+)-([a-z0-9][a-z0-9_.]*)\.sock$`)
 	// kubevirt device-plugin-manager: namespace "_" name, no suffix.
-	dpmSocket = regexp.MustCompile(`^([a-z0-9-]+(?:\.[a-z0-9-]+)+)_([A-Za-z0-9][A-Za-z0-9_.-]*)$`)
+	dpmSocket = lazyRegexp(`^([a-z0-9-]+(?:\.[a-z0-9-]+)+)_([A-Za-z0-9][A-Za-z0-9_.-]*)$`)
 )
 
 // resourceFromSocketName infers a resource from a socket's name by the
@@ -107,16 +106,16 @@ var (
 func resourceFromSocketName(name string) (resource, hint string) {
 	// accel-doctor's own first: its names would also fit the patterns
 	// below, wrongly.
-	if m := accelDoctorSocket.FindStringSubmatch(name); m != nil {
+	if m := accelDoctorSocket().FindStringSubmatch(name); m != nil {
 		return m[2] + "/" + m[3], `accel-doctor's plugin or mock, "accel-doctor-[mock-]<domain>_<name>[@<instance>].sock"`
 	}
-	if m := nvidiaSocket.FindStringSubmatch(name); m != nil {
+	if m := nvidiaSocket().FindStringSubmatch(name); m != nil {
 		return "nvidia.com/" + m[1], `NVIDIA k8s-device-plugin's "nvidia-<name>.sock"`
 	}
-	if m := intelSocket.FindStringSubmatch(name); m != nil {
+	if m := intelSocket().FindStringSubmatch(name); m != nil {
 		return m[1] + "/" + m[2], `Intel device plugins' "<namespace>-<type>.sock"`
 	}
-	if m := dpmSocket.FindStringSubmatch(name); m != nil {
+	if m := dpmSocket().FindStringSubmatch(name); m != nil {
 		return m[1] + "/" + m[2], `kubevirt device-plugin-manager's "<namespace>_<name>" (AMD's plugin)`
 	}
 	return "", ""
