@@ -71,6 +71,12 @@ func TestReregistersAfterKubeletRestart(t *testing.T) {
 	m, evs := runMock(t, dir, MockConfig{Resource: "fake.example.com/gpu", Devices: 2, Mode: ModeHealthy})
 	waitAccepted(t, k, 1)
 	for i := 2; i <= 4; i++ {
+		// The plugin must have had the kubelet's answer before that
+		// kubelet goes: stopped between accepting a Register and sending
+		// the reply, it leaves the plugin an EOF (REGISTER_FAILED) for a
+		// registration it did accept, which is a lost reply, not a
+		// missed re-registration (seen under load).
+		evs.wait(t, EventRegistered, i-1)
 		k.stop(false)
 		wipe(t, dir)
 		// The plugin serves again at once, kubelet or not.
