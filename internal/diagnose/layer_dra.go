@@ -98,6 +98,62 @@ func checkDRA(e *Env, out *Out) {
 	if n.DoubleNotRun != "" && len(n.Drivers()) > 0 {
 		out.NotRun("DRA_DOUBLE_NOT_CHECKED", "dra", "whether a device plugin and a DRA driver advertise the same devices is not known", n.DoubleNotRun)
 	}
+	judgeDRARuntime(out, n.RuntimeCDI)
+}
+
+// judgeDRARuntime judges each CRI runtime against each DRA driver. Which
+// runtime the kubelet talks to (its --container-runtime-endpoint) is not
+// read, so a runtime that cannot serve the driver is a FAIL only when no
+// other CRI runtime on the node can or might: then whichever the kubelet
+// uses, the claims' devices do not reach their containers.
+func judgeDRARuntime(out *Out, rc *dra.RuntimeCDI) {
+	if rc == nil {
+		return // no DRA driver on the node
+	}
+	if rc.NotFound != "" {
+		out.NotRun("DRA_RUNTIME_CDI_NOT_CHECKED", strings.Join(rc.Drivers, ", "),
+			"whether the container runtime resolves the CDI devices of DRA driver(s) "+strings.Join(rc.Drivers, ", ")+" is not known", rc.NotFound)
+		return
+	}
+	for _, drv := range rc.Drivers {
+		answers := make([]dra.Serving, len(rc.Runtimes))
+		cannot := 0
+		for i, rt := range rc.Runtimes {
+			answers[i] = rc.Serve(rt, drv)
+			if a := answers[i].Answer; a == dra.NoCDI || a == dra.TooOld {
+				cannot++
+			}
+		}
+		st := report.Fail
+		if cannot < len(rc.Runtimes) {
+			st = report.Warn
+		}
+		for i, rt := range rc.Runtimes {
+			a := answers[i]
+			subj := drv + " @ " + rt.Name
+			ev := make([]report.Evidence, 0, len(a.Evidence))
+			for _, e := range a.Evidence {
+				ev = append(ev, Ev(e[0], e[1]))
+			}
+			switch a.Answer {
+			case dra.Serves:
+				out.Add("DRA_RUNTIME_CDI_OK", report.Pass, subj, a.Why, ev...)
+			case dra.NoCDI:
+				out.Add("DRA_RUNTIME_NO_CDI", st, subj, a.Why+": the CDI devices DRA driver "+drv+" prepares reach no container"+otherRuntimes(st), ev...)
+			case dra.TooOld:
+				out.Add("DRA_RUNTIME_CDI_TOO_OLD", st, subj, a.Why+": the runtime skips that spec and the claims' devices do not resolve"+otherRuntimes(st), ev...)
+			default:
+				out.NotRun("DRA_RUNTIME_CDI_NOT_CHECKED", subj, "whether "+rt.Name+" resolves the CDI devices of DRA driver "+drv+" is not known", a.Why, ev...)
+			}
+		}
+	}
+}
+
+func otherRuntimes(st report.Status) string {
+	if st == report.Fail {
+		return ""
+	}
+	return " (if the kubelet uses this runtime: another CRI runtime on the node can or may serve it)"
 }
 
 func judgeDRARegistration(out *Out, r *dra.Registration) {

@@ -105,6 +105,10 @@ type Node struct {
 	Double       []DoubleAdvert `json:"double,omitempty"`
 	DoubleNotRun string         `json:"double_not_run,omitempty"`
 
+	// RuntimeCDI is the CRI runtimes' CDI support, read when the node
+	// has a DRA driver (ActiveDrivers); nil otherwise.
+	RuntimeCDI *RuntimeCDI `json:"runtime_cdi,omitempty"`
+
 	// Replayed: the socket answers come from a snapshot.
 	Replayed bool `json:"-"`
 }
@@ -199,6 +203,7 @@ func Read(ctx context.Context, root *hostfs.Root, opts Options) (*Node, error) {
 	linkDirs(n.DriverDirs, n.Registrations, n.RegistryState == kubelet.Present || n.RegistryState == kubelet.Absent)
 	n.resolveCDI(reg)
 	n.double(root, reg, kdir, opts.DevicePluginCheckpoint)
+	n.readRuntimeCDI(root, reg)
 	return n, nil
 }
 
