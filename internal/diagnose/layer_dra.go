@@ -198,7 +198,11 @@ func judgeDRAState(out *Out, n *dra.Node) {
 		out.NotRun("DRA_STATE_NOT_READ", "dra_manager_state", "the kubelet's DRA state was not captured", why, Ev(n.StatePath, string(n.StateState)))
 		return
 	case kubelet.Unreadable:
-		if n.State == nil && strings.Contains(n.StateErr, "permission") {
+		// Could not read it (permission, a FIFO, socket or directory
+		// where the file should be, a symlink loop, too large): the
+		// reader refuses what is not a regular file without opening it,
+		// so nothing is known of what the kubelet reads there.
+		if n.State == nil && !n.StateMalformed {
 			out.NotRun("DRA_STATE_NOT_READ", "dra_manager_state", "the kubelet's DRA state could not be read", n.StateErr, Ev(n.StatePath, string(n.StateState)))
 			return
 		}

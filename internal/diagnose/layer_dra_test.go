@@ -1,11 +1,15 @@
 package diagnose
 
 import (
+	"io/fs"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 	"github.com/accel-doctor/accel-doctor/internal/report"
@@ -153,5 +157,143 @@ func TestDRARuntimeCDITwoRuntimes(t *testing.T) {
 	want := map[string]string{"gpu.example.com @ containerd": "DRA_RUNTIME_NO_CDI WARN", "gpu.example.com @ crio": "DRA_RUNTIME_CDI_NOT_CHECKED NOT_RUN"}
 	if !maps.Equal(got, want) {
 		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+// stateTree is dra-healthy copied where a test may change it, with its
+// directories open to every user (the unprivileged run must reach the
+// state file).
+func stateTree(t *testing.T) (dir, state string) {
+	t.Helper()
+	dir = t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(draNodes+"dra-healthy")); err != nil {
+		t.Fatal(err)
+	}
+	for d := dir; d != "/"; d = filepath.Dir(d) {
+		if st, err := os.Stat(d); err == nil && st.Mode().Perm()&0o005 != 0o005 && strings.HasPrefix(d, os.TempDir()) && d != os.TempDir() {
+			os.Chmod(d, st.Mode().Perm()|0o005)
+		}
+	}
+	filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err == nil && e.IsDir() {
+			os.Chmod(p, 0o755)
+		}
+		return nil
+	})
+	return dir, filepath.Join(dir, "var/lib/kubelet/dra_manager_state")
+}
+
+// stateFindings runs kube.dra over dir and returns its DRA_STATE_*
+// findings.
+func stateFindings(t *testing.T, dir string) []report.Finding {
+	t.Helper()
+	rep := runFixture(t, hostfs.MustNew(dir), "dra-healthy (state changed)", Options{Layers: []report.Layer{report.LayerKube}})
+	var out []report.Finding
+	for _, f := range rep.Findings {
+		if f.Check == "kube.dra" && strings.HasPrefix(f.Code, "DRA_STATE_") {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// A state path that is there and cannot be read is NOT_RUN with the
+// reason, never a FAIL (DRA_STATE_CHECKSUM is for a file read that does
+// not parse) nor a PASS: a FIFO (never opened: an open would block
+// until a writer came), a socket, a directory, a symlink loop.
+func TestDRAStateNotRead(t *testing.T) {
+	for _, c := range []struct {
+		what string
+		make func(p string) error
+		why  string
+	}{
+		{"fifo", func(p string) error { return syscall.Mkfifo(p, 0o600) }, "not a regular file"},
+		{"socket", func(p string) error { return syscall.Mknod(p, syscall.S_IFSOCK|0o600, 0) }, "not a regular file"},
+		{"directory", func(p string) error { return os.Mkdir(p, 0o755) }, "not a regular file"},
+		{"symlink loop", func(p string) error { return os.Symlink(filepath.Base(p), p) }, "too many levels of symbolic links"},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			dir, p := stateTree(t)
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.make(p); err != nil {
+				t.Skipf("cannot make a %s here: %v", c.what, err)
+			}
+			done := make(chan []report.Finding, 1)
+			go func() { done <- stateFindings(t, dir) }()
+			var got []report.Finding
+			select {
+			case got = <-done:
+			case <-time.After(time.Minute):
+				// A reader that opened the FIFO blocks for good.
+				t.Fatal("kube.dra did not return: the state path was opened")
+			}
+			if len(got) != 1 || got[0].Code != "DRA_STATE_NOT_READ" || got[0].Status != report.NotRun {
+				t.Fatalf("findings %+v, want one DRA_STATE_NOT_READ NOT_RUN", got)
+			}
+			if !strings.Contains(got[0].Reason, "dra_manager_state") || !strings.Contains(got[0].Reason, c.why) {
+				t.Errorf("reason %q does not say %q of the path", got[0].Reason, c.why)
+			}
+		})
+	}
+}
+
+const unprivTreeEnv = "ACCEL_DOCTOR_TEST_DRA_STATE_TREE"
+
+// As root a 0600 file is readable whatever its mode; run the check as
+// nobody (uid 65534), in a copy of this test binary, over a 0600 state
+// owned by root: NOT_RUN with the permission error, never FAIL or PASS.
+func TestDRAStateNotReadUnprivileged(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root: to own a 0600 file and run a process as another user")
+	}
+	dir, p := stateTree(t)
+	if err := os.Chmod(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The build's directory is 0700: a copy nobody can run.
+	bin := filepath.Join(t.TempDir(), "diagnose.test")
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Dir(bin), 0o755)
+	cmd := exec.Command(bin, "-test.run=^TestDRAStateUnprivilegedChild$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), unprivTreeEnv+"="+dir)
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child as uid 65534: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "--- PASS: TestDRAStateUnprivilegedChild") {
+		t.Fatalf("the child did not run its assertions:\n%s", out)
+	}
+}
+
+// TestDRAStateUnprivilegedChild is TestDRAStateNotReadUnprivileged's
+// other half, run as nobody.
+func TestDRAStateUnprivilegedChild(t *testing.T) {
+	dir := os.Getenv(unprivTreeEnv)
+	if dir == "" {
+		t.Skip("run by TestDRAStateNotReadUnprivileged")
+	}
+	if os.Geteuid() == 0 {
+		t.Fatal("the child runs as root")
+	}
+	got := stateFindings(t, dir)
+	if len(got) != 1 || got[0].Code != "DRA_STATE_NOT_READ" || got[0].Status != report.NotRun {
+		t.Fatalf("findings %+v, want one DRA_STATE_NOT_READ NOT_RUN", got)
+	}
+	if !strings.Contains(got[0].Reason, "permission denied") || !strings.Contains(got[0].Reason, "dra_manager_state") {
+		t.Errorf("reason %q", got[0].Reason)
 	}
 }

@@ -11,11 +11,12 @@ var Codes = []kubelet.ProposedCode{{
 	Status: "NOT_RUN",
 	Title:  "the kubelet's DRA state could not be read: prepared claims are not known",
 	Explain: `/var/lib/kubelet/dra_manager_state is there but could not be read (permissions, a
+FIFO, socket or directory where the file should be, which is never opened, a symlink loop, a
 file larger than any state the kubelet writes), or a snapshot did not capture it. Nothing is
 said of the claims it holds. The file is absent on a node whose kubelet never ran with DRA
 on (the DynamicResourceAllocation feature, on by default since 1.34): that is no finding.`,
 	Remediation: "Run `accel-doctor check` as root on the node, or take the snapshot again with `accel-doctor snapshot`.",
-	Facts:       "StateState in (Unreadable, NotCaptured) && State == nil",
+	Facts:       "StateState == NotCaptured || StateState == Unreadable && State == nil && !StateMalformed",
 }, {
 	Code:   "DRA_STATE_CHECKSUM",
 	Status: "FAIL",
@@ -27,7 +28,7 @@ is an error there, which fails the container manager: the kubelet exits at start
 initialize checkpoint manager, please drain node and remove DRA state file", or "GetOrCreate()
 on checkpoint state"). The evidence gives the stored and the computed checksums.`,
 	Remediation: "Drain the node (`kubectl drain NODE --ignore-daemonsets`), stop the kubelet (`systemctl stop kubelet`), remove the file (`rm /var/lib/kubelet/dra_manager_state`), start the kubelet (`systemctl start kubelet`), read `journalctl -u kubelet`, and uncordon (`kubectl uncordon NODE`).",
-	Facts:       "StateState == Unreadable (parse) || !State.ChecksumOK || State.DataErr != \"\"",
+	Facts:       "StateMalformed || !State.ChecksumOK || State.DataErr != \"\"",
 }, {
 	Code:   "DRA_CLAIM_CDI_UNRESOLVED",
 	Status: "FAIL",

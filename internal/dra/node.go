@@ -86,6 +86,11 @@ type Node struct {
 	StateState kubelet.State `json:"state_state"`
 	StateErr   string        `json:"state_error,omitempty"`
 	State      *State        `json:"state,omitempty"`
+	// StateMalformed: the file was read and does not parse (the kubelet
+	// fails on it too); otherwise an Unreadable state is one this reader
+	// could not read (permission, not a regular file, too large), which
+	// says nothing of the kubelet's own read.
+	StateMalformed bool `json:"state_malformed,omitempty"`
 	// StateModTime is when the kubelet last wrote the state; BootTime the
 	// running kernel's boot (btime in /proc/stat). The state has no boot
 	// ID; WrittenBeforeBoot (mtime before the boot) is the evidence that
@@ -246,6 +251,7 @@ func (n *Node) readState(root *hostfs.Root, kdir string) {
 	st, err := ParseState(b)
 	if err != nil {
 		n.StateState, n.StateErr = kubelet.Unreadable, fmt.Sprintf("%s: %v", n.StatePath, err)
+		n.StateMalformed = true
 		return
 	}
 	n.State = st
