@@ -3,6 +3,7 @@ package diagnose
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/accel-doctor/accel-doctor/internal/dra"
@@ -219,4 +220,49 @@ func judgeDRAState(out *Out, n *dra.Node) {
 		out.Add("DRA_STATE_FROM_EARLIER_BOOT", report.Pass, "dra_manager_state", "the kubelet's DRA state was written before this boot",
 			Ev(n.StatePath+" (mtime)", n.StateModTime.UTC().String()), Ev(dra.ProcStat+" btime", n.BootTime.UTC().String()))
 	}
+}
+
+// DRARegistrations are the DRA drivers registered with the node's
+// kubelet as this run's kube.dra read them (a live registration of a
+// supported version: dra.Node.Registered), sorted, for the agent's node
+// summary. known is false, with the reason, when they could not be
+// judged: kube.dra did not run, the registration directory was not read
+// or is not there (the kubelet creates it when it starts: a root that
+// does not show it does not show the kubelet), or a registration socket
+// could not be dialed (it may be a live driver's). Nothing is read here.
+func (e *Env) DRARegistrations() (drivers []string, known bool, why string) {
+	e.mu.Lock()
+	m, ran := e.memo["dra.node"]
+	e.mu.Unlock()
+	if !ran {
+		return nil, false, "kube.dra did not run in this check"
+	}
+	n, _ := m.v.(*dra.Node)
+	switch {
+	case m.err != nil:
+		return nil, false, m.err.Error()
+	case n == nil:
+		return nil, false, "kube.dra read nothing"
+	case n.RegistryState == kubelet.Absent:
+		return nil, false, n.RegistryDir + " is absent: the kubelet, which creates it when it starts, is not seen under this root"
+	case n.RegistryState != kubelet.Present:
+		why := n.RegistryDir + ": " + string(n.RegistryState)
+		if n.RegistryErr != "" {
+			why += ": " + n.RegistryErr
+		}
+		return nil, false, why
+	}
+	seen := map[string]bool{}
+	drivers = []string{}
+	for _, r := range n.Registrations {
+		if r.Dial.Answer == kubelet.NoAccess {
+			return nil, false, "registration socket " + r.Path + " could not be dialed (" + dialWhy(r.Dial) + ")"
+		}
+		if r.Info != nil && r.Info.Type == dra.TypeDRA && !seen[r.Info.Name] && n.Registered(r.Info.Name) {
+			seen[r.Info.Name] = true
+			drivers = append(drivers, r.Info.Name)
+		}
+	}
+	slices.Sort(drivers)
+	return drivers, true, ""
 }
