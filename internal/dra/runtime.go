@@ -223,7 +223,11 @@ func (rc *RuntimeCDI) Serve(rt *cdi.Runtime, driver string) Serving {
 		s.Answer, s.Why = AnswerUnknown, "whether "+label+" has CDI enabled is not known: it is not set in its configuration and the release's default is not known"
 		return s
 	}
-	ev(strings.Join(append([]string{rt.Binary}, c.Files...), ", "), c.EnabledFrom)
+	where := rt.Binary // a release's default
+	if len(c.Files) > 0 {
+		where = strings.Join(c.Files, ", ")
+	}
+	ev(where, c.EnabledFrom)
 	if !*c.Enabled {
 		s.Answer, s.Why = NoCDI, label+" has CDI disabled ("+c.EnabledFrom+")"
 		return s
