@@ -47,6 +47,11 @@ type summary struct {
 	Code         string   `json:"code"`
 	Accelerators int      `json:"accelerators"`
 	Resources    []string `json:"resources"`
+	// DRA (v2): the node's DRA registrations, or why not judged.
+	DRA *struct {
+		Drivers []string `json:"drivers"`
+		NotRun  string   `json:"not_run"`
+	} `json:"dra"`
 }
 
 func repoFile(t testing.TB, rel string) string {
@@ -262,8 +267,14 @@ func TestAgentPublishesToRealAPIServer(t *testing.T) {
 			if err := json.Unmarshal([]byte(n.Annotations[annotation]), &s); err != nil {
 				t.Fatalf("annotation %q: %v", n.Annotations[annotation], err)
 			}
-			if s.V != 1 || s.Status != w.sumStatus || s.Accelerators != 8 || (w.sumStatus == "FAIL" && (s.Code != w.reason || s.Layer != 2)) {
-				t.Errorf("summary %+v, want v1 %s with 8 accelerators (FAIL: layer 2, code %s)", s, w.sumStatus, w.reason)
+			if s.V != 2 || s.Status != w.sumStatus || s.Accelerators != 8 || (w.sumStatus == "FAIL" && (s.Code != w.reason || s.Layer != 2)) {
+				t.Errorf("summary %+v, want v2 %s with 8 accelerators (FAIL: layer 2, code %s)", s, w.sumStatus, w.reason)
+			}
+			// The fixture trees hold no plugins_registry: the
+			// registrations are not judged, which the summary says
+			// (never an empty list, which would read as "none").
+			if s.DRA == nil || s.DRA.NotRun == "" || len(s.DRA.Drivers) != 0 {
+				t.Errorf("summary dra %+v, want not judged with its reason", s.DRA)
 			}
 
 			// One Event about the node, reason the code.

@@ -15,8 +15,11 @@ import (
 // TestDRAFleet plants, in a real API server: a node with NFD's NVIDIA GPU
 // label and no ResourceSlice; a pool with a stale generation-1 slice beside
 // its generation-2 slice, which says the pool has 2 slices; a pod the
-// scheduler leaves Pending on a claim no device matches. `dra -o json`
-// must name each.
+// scheduler leaves Pending on a claim no device matches; node-c, whose
+// agent summary (v2) lists only another driver as registered with its
+// kubelet, with a slice of the test driver; node-d, whose summary is an
+// older agent's (v1), with a slice. `dra -o json` must name each, and
+// nothing else: node-a's and node-b's summaries list the driver.
 func TestDRAFleet(t *testing.T) {
 	bin := harness.AccelDoctor(t)
 	c := apiserver.Start(t)
@@ -28,8 +31,16 @@ func TestDRAFleet(t *testing.T) {
 	}
 	bare := testNode("gpu-no-slice")
 	bare.Labels["feature.node.kubernetes.io/pci-0302_10de.present"] = "true"
-	for _, n := range []string{"node-a", "node-b"} {
-		if _, err := c.CreateNode(ctx, testNode(n)); err != nil {
+	summary := map[string]string{
+		"node-a": `{"v":2,"status":"PASS","time":"2026-12-01T13:00:00Z","accelerators":0,"dra":{"drivers":["` + driver + `"]}}`,
+		"node-b": `{"v":2,"status":"PASS","time":"2026-12-01T13:00:00Z","accelerators":0,"dra":{"drivers":["` + driver + `","other.example.com"]}}`,
+		"node-c": `{"v":2,"status":"PASS","time":"2026-12-01T13:00:00Z","accelerators":0,"dra":{"drivers":["other.example.com"]}}`,
+		"node-d": `{"v":1,"status":"PASS","time":"2026-12-01T13:00:00Z","accelerators":0}`,
+	}
+	for _, n := range []string{"node-a", "node-b", "node-c", "node-d"} {
+		tn := testNode(n)
+		tn.Annotations = map[string]string{"accel-doctor.io/summary": summary[n]}
+		if _, err := c.CreateNode(ctx, tn); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -40,7 +51,7 @@ func TestDRAFleet(t *testing.T) {
 	cur := testSlice("node-b", 2)
 	cur.Name = "node-b-gen2"
 	cur.Spec.Pool.Generation, cur.Spec.Pool.ResourceSliceCount = 2, 2
-	for _, s := range []*resourceapi.ResourceSlice{testSlice("node-a", 4), stale, cur} {
+	for _, s := range []*resourceapi.ResourceSlice{testSlice("node-a", 4), stale, cur, testSlice("node-c", 2), testSlice("node-d", 2)} {
 		if _, err := c.Client.ResourceV1().ResourceSlices().Create(ctx, s, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +71,8 @@ func TestDRAFleet(t *testing.T) {
 		"DRA_FLEET_POOL_GENERATIONS":            "pool " + driver + "/node-b",
 		"DRA_FLEET_POOL_INCOMPLETE":             "pool " + driver + "/node-b",
 		"DRA_FLEET_PENDING_ON_CLAIM":            "resourceclaim/" + ns + "/stuck",
-		"DRA_FLEET_DRIVER_REGISTRATION_NOT_RUN": "resourceslices",
+		"DRA_FLEET_DRIVER_NOT_REGISTERED":       "node/node-c driver " + driver,
+		"DRA_FLEET_DRIVER_REGISTRATION_NOT_RUN": "resourceslices (agent summary v1)",
 	}
 	got := map[string][]string{}
 	for _, f := range rep.Findings {

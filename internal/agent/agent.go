@@ -73,6 +73,7 @@ func (a *Agent) RunOnce() *State {
 		resources = Resources(kn)
 	}
 	s := &State{Report: rep, Condition: BuildCondition(rep), Summary: BuildSummary(rep, resources, end), Duration: end.Sub(start), Finished: end}
+	s.Summary.DRA = DRASummary(env)
 	a.Metrics.Update(s, ids)
 	a.mu.Lock()
 	a.last = s

@@ -3,7 +3,9 @@ package claim
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -27,11 +29,41 @@ type Fleet struct {
 	unnamed  []string            // pending pods whose template claim has no name yet
 	listErrs []string
 	slices   int
+	// onNode are the slices of each driver on each node, for the join
+	// with the node's registrations; noNode the slices without
+	// spec.nodeName.
+	onNode map[nodeDriver]*sliceGroup
+	noNode sliceGroup
 }
 
 type fleetNode struct {
 	labels       []string
 	accelerators int // the agent's count; 0 without a summary
+	// The node's DRA registrations per its agent's summary: drivers
+	// when draKnown, else why not (draGap is the kind of reason, to
+	// group nodes by).
+	drivers     []string
+	draKnown    bool
+	draGap      string
+	draWhy      string
+	summaryTime string
+}
+
+type nodeDriver struct{ node, driver string }
+
+// sliceGroup counts slices and keeps the first few names as evidence.
+type sliceGroup struct {
+	n     int
+	names []string
+}
+
+const maxEvidence = 20
+
+func (g *sliceGroup) add(name string) {
+	g.n++
+	if len(g.names) < maxEvidence {
+		g.names = append(g.names, name)
+	}
 }
 
 type poolKey struct{ driver, pool string }
@@ -45,16 +77,29 @@ type fleetPool struct {
 
 // NewFleet returns an empty Fleet.
 func NewFleet() *Fleet {
-	return &Fleet{nodes: map[string]*fleetNode{}, pools: map[poolKey]*fleetPool{}, sliceOn: map[string]int{}, claims: map[string]bool{}, waiting: map[string][]string{}}
+	return &Fleet{nodes: map[string]*fleetNode{}, pools: map[poolKey]*fleetPool{}, sliceOn: map[string]int{}, claims: map[string]bool{}, waiting: map[string][]string{},
+		onNode: map[nodeDriver]*sliceGroup{}}
 }
 
 // AddNode records a Node's accelerator hardware: NFD's labels and the
 // agent's summary (internal/cluster's schema).
 func (f *Fleet) AddNode(n *corev1.Node) {
 	fn := &fleetNode{labels: cluster.AcceleratorLabels(n.Labels)}
-	if v, ok := n.Annotations[cluster.SummaryAnnotation]; ok {
-		if s, err := cluster.ParseSummary(v); err == nil {
-			fn.accelerators = s.Accelerators
+	v, ok := n.Annotations[cluster.SummaryAnnotation]
+	switch s, err := cluster.ParseSummary(v); {
+	case !ok:
+		fn.draGap, fn.draWhy = "no agent summary", "the node has no "+cluster.SummaryAnnotation+" annotation: accel-doctor's agent does not run there"
+	case err != nil:
+		fn.draGap, fn.draWhy = "unreadable agent summary", "its "+cluster.SummaryAnnotation+" annotation does not read: "+err.Error()
+	default:
+		fn.accelerators, fn.summaryTime = s.Accelerators, s.Time
+		fn.drivers, fn.draKnown, fn.draWhy = s.DRARegistrations()
+		switch {
+		case fn.draKnown:
+		case s.Version < 2:
+			fn.draGap = fmt.Sprintf("agent summary v%d", s.Version)
+		default:
+			fn.draGap = "registrations not judged by the agent"
 		}
 	}
 	f.nodes[n.Name] = fn
@@ -66,6 +111,15 @@ func (f *Fleet) AddSlice(s *resourceapi.ResourceSlice) {
 	node := deref(s.Spec.NodeName)
 	if node != "" {
 		f.sliceOn[node]++
+		k := nodeDriver{node, s.Spec.Driver}
+		g := f.onNode[k]
+		if g == nil {
+			g = &sliceGroup{}
+			f.onNode[k] = g
+		}
+		g.add(s.Name)
+	} else {
+		f.noNode.add(s.Name + " (" + sliceScope(s) + ")")
 	}
 	k := poolKey{s.Spec.Driver, s.Spec.Pool.Name}
 	p := f.pools[k]
@@ -190,15 +244,7 @@ func (f *Fleet) Findings() []report.Finding {
 				[]report.Evidence{{Path: "spec.pool.resourceSliceCount", Value: fmt.Sprint(p.want)}, {Path: "slices listed", Value: fmt.Sprint(have)}})
 		}
 	}
-	if f.slices > 0 {
-		// The agent's summary (schema version cluster.SummaryVersion)
-		// carries no list of the DRA drivers registered with the
-		// kubelet: which slice's driver is not registered on its node
-		// cannot be told from the API server.
-		fd := add("dra.driver", "DRA_FLEET_DRIVER_REGISTRATION_NOT_RUN", report.NotRun, "resourceslices",
-			fmt.Sprintf("%d slice(s) of %d pool(s): whether each driver is registered on its node is not known here", f.slices, len(f.pools)), nil)
-		fd.Reason = fmt.Sprintf("the agent's %s annotation (v%d) does not list the node's registered DRA drivers; run `accel-doctor check --layer kube` on the node", cluster.SummaryAnnotation, cluster.SummaryVersion)
-	}
+	registered := f.driverRegistrations(add)
 
 	claims := make([]string, 0, len(f.waiting))
 	for c := range f.waiting {
@@ -246,9 +292,138 @@ func (f *Fleet) Findings() []report.Finding {
 	}
 	if !judged && len(f.listErrs) == 0 {
 		add("dra.fleet", "DRA_FLEET_OK", report.Pass, "cluster",
-			fmt.Sprintf("%d node(s) (%d with accelerators), %d slice(s) in %d pool(s), no pod pending on a claim", len(f.nodes), accelNodes, f.slices, len(f.pools)), nil)
+			fmt.Sprintf("%d node(s) (%d with accelerators), %d slice(s) in %d pool(s), %d of them of drivers registered on their nodes per the agents' summaries, no pod pending on a claim",
+				len(f.nodes), accelNodes, f.slices, len(f.pools), registered), nil)
 	}
 	return out
+}
+
+// sliceScope says where a slice without spec.nodeName makes its devices
+// available (resource.k8s.io/v1 ResourceSliceSpec: exactly one of
+// nodeName, nodeSelector, allNodes, perDeviceNodeSelection is set).
+func sliceScope(s *resourceapi.ResourceSlice) string {
+	switch {
+	case s.Spec.NodeSelector != nil:
+		return "nodeSelector"
+	case s.Spec.AllNodes != nil && *s.Spec.AllNodes:
+		return "allNodes"
+	case s.Spec.PerDeviceNodeSelection != nil && *s.Spec.PerDeviceNodeSelection:
+		return "perDeviceNodeSelection"
+	}
+	return "no node set"
+}
+
+// driverRegistrations joins each node's slices with the DRA drivers its
+// agent's summary says are registered with its kubelet, and returns how
+// many slices' drivers are. A slice whose driver is not registered is a
+// WARN, not a FAIL: the two observations are of different times (the
+// agent's last check, this LIST), and the kubelet deletes a driver's
+// slices only about 30 s after it goes away, so a driver that is
+// restarting, or that registered after the agent's check, gives the same
+// picture for a while. Nodes whose registrations are not known (no
+// summary, an older agent's, a check that could not judge them) are
+// NOT_RUN for their slices, grouped by why; slices without a node are
+// published for a node selector or all nodes, where registration is no
+// one node's: NOT_RUN too.
+func (f *Fleet) driverRegistrations(add func(check, code string, st report.Status, subject, summary string, ev []report.Evidence) *report.Finding) int {
+	keys := make([]nodeDriver, 0, len(f.onNode))
+	for k := range f.onNode {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].node != keys[j].node {
+			return keys[i].node < keys[j].node
+		}
+		return keys[i].driver < keys[j].driver
+	})
+	ann := "metadata.annotations[" + cluster.SummaryAnnotation + "]"
+	type gap struct {
+		slices int
+		nodes  []string // "NODE: why", the first maxEvidence
+		count  int
+	}
+	gaps := map[string]*gap{}
+	lastGapNode := map[string]string{}
+	registered := 0
+	for _, k := range keys {
+		g := f.onNode[k]
+		fn := f.nodes[k.node]
+		kind, why := "", ""
+		switch {
+		case fn == nil:
+			kind, why = "node not listed", "no Node of that name was listed"
+		case !fn.draKnown:
+			kind, why = fn.draGap, fn.draWhy
+		}
+		if kind != "" {
+			gp := gaps[kind]
+			if gp == nil {
+				gp = &gap{}
+				gaps[kind] = gp
+			}
+			gp.slices += g.n
+			if lastGapNode[kind] != k.node {
+				lastGapNode[kind] = k.node
+				gp.count++
+				if len(gp.nodes) < maxEvidence {
+					gp.nodes = append(gp.nodes, k.node+": "+why)
+				}
+			}
+			continue
+		}
+		if slices.Contains(fn.drivers, k.driver) {
+			registered += g.n
+			continue
+		}
+		regs := strings.Join(fn.drivers, ", ")
+		if regs == "" {
+			regs = "none"
+		}
+		ev := []report.Evidence{{Path: ann + ".dra.drivers", Value: regs}, {Path: ann + ".time", Value: fn.summaryTime}}
+		for _, n := range g.names {
+			ev = append(ev, report.Evidence{Path: "resourceslice", Value: n})
+		}
+		if g.n > len(g.names) {
+			ev = append(ev, report.Evidence{Path: "resourceslice", Value: fmt.Sprintf("... and %d more", g.n-len(g.names))})
+		}
+		add("dra.driver", "DRA_FLEET_DRIVER_NOT_REGISTERED", report.Warn, "node/"+k.node+" driver "+k.driver,
+			fmt.Sprintf("%d ResourceSlice(s) of driver %s name node %s, where the agent's check (%s) found %s not registered with the kubelet: claims allocated from them stay unprepared (\"DRA driver %s is not registered\")",
+				g.n, k.driver, k.node, fn.summaryTime, k.driver, k.driver), ev)
+	}
+	kinds := make([]string, 0, len(gaps))
+	for k := range gaps {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, kind := range kinds {
+		gp := gaps[kind]
+		var ev []report.Evidence
+		for _, n := range gp.nodes {
+			ev = append(ev, report.Evidence{Path: "node", Value: n})
+		}
+		if gp.count > len(gp.nodes) {
+			ev = append(ev, report.Evidence{Path: "node", Value: fmt.Sprintf("... and %d more", gp.count-len(gp.nodes))})
+		}
+		fd := add("dra.driver", "DRA_FLEET_DRIVER_REGISTRATION_NOT_RUN", report.NotRun, "resourceslices ("+kind+")",
+			fmt.Sprintf("%d slice(s) on %d node(s): whether their drivers are registered there is not known (%s)", gp.slices, gp.count, kind), ev)
+		fd.Reason = gp.nodes[0]
+		if gp.count > 1 {
+			fd.Reason += fmt.Sprintf(" (and %d more node(s))", gp.count-1)
+		}
+	}
+	if f.noNode.n > 0 {
+		var ev []report.Evidence
+		for _, n := range f.noNode.names {
+			ev = append(ev, report.Evidence{Path: "resourceslice", Value: n})
+		}
+		if f.noNode.n > len(f.noNode.names) {
+			ev = append(ev, report.Evidence{Path: "resourceslice", Value: fmt.Sprintf("... and %d more", f.noNode.n-len(f.noNode.names))})
+		}
+		fd := add("dra.driver", "DRA_FLEET_DRIVER_REGISTRATION_NOT_RUN", report.NotRun, "resourceslices (no spec.nodeName)",
+			fmt.Sprintf("%d slice(s) without spec.nodeName: their devices are not one node's, and neither is the driver's registration", f.noNode.n), ev)
+		fd.Reason = "a slice for a node selector or for all nodes (network-attached devices) is published by a controller, not by one node's kubelet plugin"
+	}
+	return registered
 }
 
 // Report is the fleet's findings as a report of layer 6.

@@ -2,6 +2,8 @@ package claim
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -72,7 +74,9 @@ func TestFleet(t *testing.T) {
 	if g := got["DRA_FLEET_POOL_INCOMPLETE"]; len(g) != 1 || g[0].Subject != "pool "+driver+"/node-b" {
 		t.Errorf("incomplete: %+v", g)
 	}
-	if r := got["DRA_FLEET_DRIVER_REGISTRATION_NOT_RUN"]; len(r) != 1 || r[0].Status != report.NotRun || r[0].Reason == "" {
+	// node-a has no summary; node-b is not a listed Node.
+	if r := got["DRA_FLEET_DRIVER_REGISTRATION_NOT_RUN"]; len(r) != 2 || r[0].Subject != "resourceslices (no agent summary)" || r[1].Subject != "resourceslices (node not listed)" ||
+		r[0].Status != report.NotRun || !strings.Contains(r[0].Reason, "node-a") || !strings.Contains(r[1].Reason, "node-b") {
 		t.Errorf("registration: %+v", r)
 	}
 	p := got["DRA_FLEET_PENDING_ON_CLAIM"]
@@ -104,5 +108,82 @@ func TestFleetListFailed(t *testing.T) {
 	got := codes(rep.Findings)
 	if len(got["DRA_FLEET_LIST_FAILED"]) != 1 || len(got["DRA_FLEET_OK"]) != 0 || rep.ExitCode() != report.ExitUnknown {
 		t.Errorf("findings %+v exit %d", rep.Findings, rep.ExitCode())
+	}
+}
+
+func withSummary(n *corev1.Node, summary string) *corev1.Node {
+	n.Annotations = map[string]string{"accel-doctor.io/summary": summary}
+	return n
+}
+
+// The join of slices with their nodes' registrations: a slice whose
+// driver the node's v2 summary does not list is a WARN naming the node,
+// the driver and the summary's time; a registered one is counted in the
+// OK; nodes whose registrations are not known (no summary, v1, the
+// agent could not judge, a summary that does not read) are NOT_RUN by
+// reason, never "not registered"; slices without a node are NOT_RUN.
+func TestFleetDriverRegistration(t *testing.T) {
+	const reg = `{"v":2,"status":"PASS","time":"2026-12-01T13:00:00Z","dra":{"drivers":["` + driver + `"]}}`
+	const none = `{"v":2,"status":"PASS","time":"2026-12-01T13:05:00Z","dra":{"drivers":[]}}`
+	f := NewFleet()
+	f.AddNode(withSummary(node("ok"), reg))
+	f.AddNode(withSummary(node("gone"), none))
+	f.AddNode(withSummary(node("old"), `{"v":1,"status":"PASS","time":"t"}`))
+	f.AddNode(withSummary(node("unjudged"), `{"v":2,"status":"NOT_RUN","time":"t","dra":{"drivers":[],"not_run":"/var/lib/kubelet/plugins_registry: permission denied"}}`))
+	f.AddNode(withSummary(node("garbled"), `{"v":2`))
+	f.AddNode(node("bare"))
+	for _, n := range []string{"ok", "gone", "old", "unjudged", "garbled", "bare"} {
+		f.AddSlice(slice(n, 1))
+	}
+	// A second driver on the healthy node, whose summary does not list it.
+	other := slice("ok", 1)
+	other.Name, other.Spec.Driver, other.Spec.Pool.Name = "ok-other", "other.example.com", "ok-other"
+	f.AddSlice(other)
+	net := slice("", 1)
+	net.Name, net.Spec.NodeName, net.Spec.AllNodes, net.Spec.Pool.Name = "fabric", nil, new(bool), "fabric"
+	*net.Spec.AllNodes = true
+	f.AddSlice(net)
+
+	got := codes(f.Findings())
+	w := got["DRA_FLEET_DRIVER_NOT_REGISTERED"]
+	if len(w) != 2 || w[0].Subject != "node/gone driver "+driver || w[1].Subject != "node/ok driver other.example.com" {
+		t.Fatalf("not registered: %+v", w)
+	}
+	ev := fmt.Sprint(w[0].Evidence)
+	if w[0].Status != report.Warn || !strings.Contains(ev, "2026-12-01T13:05:00Z") || !strings.Contains(ev, "gone-"+driver) || !strings.Contains(ev, ".dra.drivers none") || w[0].Remediation == "" {
+		t.Errorf("finding %+v", w[0])
+	}
+	if !strings.Contains(fmt.Sprint(w[1].Evidence), driver) {
+		t.Errorf("the registered drivers are not in the evidence: %+v", w[1].Evidence)
+	}
+	subjects := map[string]string{}
+	for _, r := range got["DRA_FLEET_DRIVER_REGISTRATION_NOT_RUN"] {
+		if r.Status != report.NotRun || r.Reason == "" {
+			t.Errorf("%+v", r)
+		}
+		subjects[r.Subject] = r.Reason
+	}
+	for subj, why := range map[string]string{
+		"resourceslices (agent summary v1)":                      "old: the agent's summary is version 1",
+		"resourceslices (registrations not judged by the agent)": "permission denied",
+		"resourceslices (unreadable agent summary)":              "garbled: its accel-doctor.io/summary annotation does not read",
+		"resourceslices (no agent summary)":                      "bare: the node has no",
+		"resourceslices (no spec.nodeName)":                      "for all nodes",
+	} {
+		if !strings.Contains(subjects[subj], why) {
+			t.Errorf("%s: reason %q, want %q (all: %v)", subj, subjects[subj], why, subjects)
+		}
+	}
+	if len(subjects) != 5 || len(got["DRA_FLEET_OK"]) != 0 {
+		t.Errorf("NOT_RUN %v, OK %v", subjects, got["DRA_FLEET_OK"])
+	}
+
+	// Every driver registered: the OK counts the slices.
+	f = NewFleet()
+	f.AddNode(withSummary(node("ok"), reg))
+	f.AddSlice(slice("ok", 1))
+	got = codes(f.Findings())
+	if ok := got["DRA_FLEET_OK"]; len(ok) != 1 || !strings.Contains(ok[0].Summary, "1 of them of drivers registered on their nodes") || len(got) != 1 {
+		t.Errorf("findings %+v", got)
 	}
 }

@@ -4,7 +4,7 @@ package claim
 var FleetCodes = []Code{{
 	Code:   "DRA_FLEET_OK",
 	Status: "PASS",
-	Title:  "every accelerator node has a ResourceSlice, every pool is whole and of one generation, no pod waits on a claim",
+	Title:  "every accelerator node has a ResourceSlice, every pool is whole and of one generation, no slice's driver is known to be unregistered, no pod waits on a claim",
 	Explain: `No finding below applies: the nodes that NFD's labels or accel-doctor's agent say have
 accelerators are named by a ResourceSlice, each pool's slices are of one generation and as many as
 its resourceSliceCount, and no Pending pod references a ResourceClaim.`,
@@ -40,14 +40,32 @@ place claims on a partial view; more means two publishers write the same pool.`,
 	Remediation: "Look at the driver's logs on the pool's node; `kubectl get resourceslices --field-selector spec.driver=DRIVER`.",
 	Facts:       "ResourceSlice.spec.pool.resourceSliceCount",
 }, {
+	Code:   "DRA_FLEET_DRIVER_NOT_REGISTERED",
+	Status: "WARN",
+	Title:  "a node's ResourceSlices are of a DRA driver that is not registered with its kubelet",
+	Explain: `The kubelet's plugin registration is node-local and not in the API; accel-doctor's agent
+publishes, in its summary annotation (v2 on), the DRA drivers its last check found registered (a
+registration socket answering GetInfo as a DRAPlugin of a supported version, whose endpoint accepts
+connections). A slice with spec.nodeName naming the node and spec.driver not among them advertises
+devices that the scheduler can allocate and that no driver on the node will prepare: the pods stay
+in ContainerCreating with "DRA driver NAME is not registered". A WARN, not a FAIL: the summary is of
+the agent's last check and the LIST is of now, and the kubelet deletes a driver's slices only about
+30 s after it goes away (a restarting driver, or one registered after the check, looks the same for
+a while). The evidence gives the summary's time and the drivers it lists.`,
+	Remediation: "Find the driver's pod on the node (`kubectl get pods -A -o wide --field-selector spec.nodeName=NODE`) and run `accel-doctor check --layer kube` there, which says why it is not registered (DRA_DRIVER_NOT_REGISTERED, DRA_REGISTRATION_DEAD, DRA_UNSUPPORTED_VERSION); a slice left by a driver removed for good: `kubectl delete resourceslice NAME`.",
+	Facts:       "ResourceSlice.spec.nodeName, .driver; Node.metadata.annotations[accel-doctor.io/summary].dra.drivers",
+}, {
 	Code:   "DRA_FLEET_DRIVER_REGISTRATION_NOT_RUN",
 	Status: "NOT_RUN",
-	Title:  "whether each slice's driver is registered with its node's kubelet could not be read",
-	Explain: `A slice outlives its driver for a while; the kubelet's plugin registration is node-local and not
-in the API. accel-doctor's agent summary (v1) does not yet carry the node's registered DRA drivers,
-so this is not judged from the cluster.`,
-	Remediation: "Run `accel-doctor check --layer kube` on the node.",
-	Facts:       "Node.metadata.annotations[accel-doctor.io/summary]",
+	Title:  "whether a slice's driver is registered with its node's kubelet is not known",
+	Explain: `The join of a slice with its node's DRA registrations needs the node's accel-doctor agent
+summary of version 2 or later, whose check could read the kubelet's plugins_registry. Nodes without a
+summary, with a version-1 summary (an older agent), with one that does not read, or whose check could
+not judge the registrations are NOT_RUN for their slices, one finding per reason with the nodes.
+Slices without spec.nodeName (a nodeSelector, allNodes: network-attached devices a controller
+publishes) have no one node whose registration would say.`,
+	Remediation: "Run accel-doctor's agent (v2 summary) on the nodes (`kubectl -n accel-doctor get daemonset`), or `accel-doctor check --layer kube` on the node.",
+	Facts:       "Node.metadata.annotations[accel-doctor.io/summary] (absent, v1, unreadable, dra.not_run), ResourceSlice.spec.nodeName unset",
 }, {
 	Code:   "DRA_FLEET_PENDING_ON_CLAIM",
 	Status: "WARN",

@@ -16,7 +16,12 @@ const SummaryAnnotation = "accel-doctor.io/summary"
 
 // SummaryVersion is the version of the Summary schema; a reader refuses a
 // summary of a version it does not know rather than guess at its fields.
-const SummaryVersion = 1
+// Version 2 added DRA; a version-1 summary still reads, without it (an
+// agent of an older release: its nodes' DRA registrations are not known).
+const SummaryVersion = 2
+
+// MinSummaryVersion is the oldest version ParseSummary reads.
+const MinSummaryVersion = 1
 
 // maxSummaryBytes bounds what ParseSummary reads. The API server bounds
 // all annotations of an object together to 256 KiB
@@ -27,9 +32,9 @@ const maxSummaryBytes = 16 << 10
 // Summary is the agent's verdict on its node, compact enough for an
 // annotation (docs/cluster.md documents it for other readers):
 //
-//	{"v":1,"status":"FAIL","layer":4,"layer_name":"cgroup devices",
+//	{"v":2,"status":"FAIL","layer":4,"layer_name":"cgroup devices",
 //	 "code":"CGROUP_DEVICE_DENIED","message":"...","time":"2026-12-01T13:00:00Z",
-//	 "accelerators":8,"resources":["nvidia.com/gpu"]}
+//	 "accelerators":8,"resources":["nvidia.com/gpu"],"dra":{"drivers":["gpu.nvidia.com"]}}
 type Summary struct {
 	// Version is SummaryVersion.
 	Version int `json:"v"`
@@ -54,6 +59,43 @@ type Summary struct {
 	// the node's plugins registered with the kubelet, as the agent saw in
 	// the kubelet's checkpoint; empty when none.
 	Resources []string `json:"resources,omitempty"`
+	// DRA is what the check saw of the DRA drivers registered with the
+	// node's kubelet (version 2 on); nil when the agent did not say.
+	DRA *DRA `json:"dra,omitempty"`
+}
+
+// DRA is the node's DRA registrations in a summary. It is on every Node
+// object, so it is kept to the names: eight drivers of 15-25 characters
+// add 166 bytes to a 101-byte summary (TestSummaryDRASize measures it).
+type DRA struct {
+	// Drivers are the DRA drivers with a live registration the kubelet
+	// would accept (plugins_registry socket answering GetInfo as a
+	// DRAPlugin of a supported version, its endpoint accepting a
+	// connection), sorted; empty when there is none. Meaningless when
+	// NotRun is set.
+	Drivers []string `json:"drivers"`
+	// NotRun says why the registrations could not be judged (the
+	// registration directory unreadable or not seen, a socket that could
+	// not be dialed): then no driver is known to be registered or not.
+	NotRun string `json:"not_run,omitempty"`
+}
+
+// maxDRADrivers bounds Drivers: a node runs a handful of DRA drivers.
+const maxDRADrivers = 64
+
+// DRARegistrations says which DRA drivers are registered on the node, or
+// why that is not known: a version-1 summary (an older agent), a summary
+// without DRA, or registrations the agent's check could not judge.
+func (s Summary) DRARegistrations() (drivers []string, known bool, why string) {
+	switch {
+	case s.Version < 2:
+		return nil, false, fmt.Sprintf("the agent's summary is version %d, which carries no DRA registrations (version 2 does: upgrade the agent)", s.Version)
+	case s.DRA == nil:
+		return nil, false, "the agent's summary does not say which DRA drivers are registered (its check did not run the Kubernetes layer)"
+	case s.DRA.NotRun != "":
+		return nil, false, "the agent's check could not judge the node's DRA registrations: " + s.DRA.NotRun
+	}
+	return s.DRA.Drivers, true, ""
 }
 
 // maxMessageBytes is the most of Summary.Message a report shows.
@@ -92,8 +134,8 @@ func ParseSummary(s string) (Summary, error) {
 		return Summary{}, errors.New("not a summary: more than one JSON value")
 	}
 	switch {
-	case sum.Version != SummaryVersion:
-		return Summary{}, fmt.Errorf("schema version %d, this accel-doctor reads version %d", sum.Version, SummaryVersion)
+	case sum.Version < MinSummaryVersion || sum.Version > SummaryVersion:
+		return Summary{}, fmt.Errorf("schema version %d, this accel-doctor reads versions %d to %d", sum.Version, MinSummaryVersion, SummaryVersion)
 	case !validStatus[sum.Status]:
 		return Summary{}, fmt.Errorf("status %q is not PASS, WARN, FAIL or NOT_RUN", sum.Status)
 	case sum.Status == "FAIL" && (sum.Layer < 1 || sum.Layer > 8 || sum.Code == ""):
@@ -102,6 +144,27 @@ func ParseSummary(s string) (Summary, error) {
 		return Summary{}, fmt.Errorf("layer %d is not 1-8", sum.Layer)
 	case sum.Accelerators < 0:
 		return Summary{}, fmt.Errorf("accelerators %d is negative", sum.Accelerators)
+	}
+	if d := sum.DRA; d != nil {
+		if sum.Version < 2 {
+			return Summary{}, fmt.Errorf("dra in a version-%d summary: it is version 2's", sum.Version)
+		}
+		if len(d.Drivers) > maxDRADrivers {
+			return Summary{}, fmt.Errorf("dra lists %d drivers, more than the %d a node runs", len(d.Drivers), maxDRADrivers)
+		}
+		if d.NotRun != "" && len(d.Drivers) > 0 {
+			return Summary{}, errors.New("dra lists drivers and says they were not judged")
+		}
+		seen := make(map[string]bool, len(d.Drivers))
+		for _, n := range d.Drivers {
+			// A driver name is a DNS subdomain (resource.k8s.io/v1
+			// ResourceSlice.spec.driver: at most 63 characters).
+			if n == "" || len(n) > 63 || seen[n] || strings.ContainsFunc(n, func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '.') }) {
+				return Summary{}, fmt.Errorf("dra driver %q is not a driver name, or is listed twice", cut(n, 64))
+			}
+			seen[n] = true
+		}
+		d.NotRun = cut(d.NotRun, maxMessageBytes)
 	}
 	sum.Message = cut(sum.Message, maxMessageBytes)
 	return sum, nil

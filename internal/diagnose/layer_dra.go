@@ -3,6 +3,7 @@ package diagnose
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/accel-doctor/accel-doctor/internal/dra"
@@ -98,6 +99,62 @@ func checkDRA(e *Env, out *Out) {
 	if n.DoubleNotRun != "" && len(n.Drivers()) > 0 {
 		out.NotRun("DRA_DOUBLE_NOT_CHECKED", "dra", "whether a device plugin and a DRA driver advertise the same devices is not known", n.DoubleNotRun)
 	}
+	judgeDRARuntime(out, n.RuntimeCDI)
+}
+
+// judgeDRARuntime judges each CRI runtime against each DRA driver. Which
+// runtime the kubelet talks to (its --container-runtime-endpoint) is not
+// read, so a runtime that cannot serve the driver is a FAIL only when no
+// other CRI runtime on the node can or might: then whichever the kubelet
+// uses, the claims' devices do not reach their containers.
+func judgeDRARuntime(out *Out, rc *dra.RuntimeCDI) {
+	if rc == nil {
+		return // no DRA driver on the node
+	}
+	if rc.NotFound != "" {
+		out.NotRun("DRA_RUNTIME_CDI_NOT_CHECKED", strings.Join(rc.Drivers, ", "),
+			"whether the container runtime resolves the CDI devices of DRA driver(s) "+strings.Join(rc.Drivers, ", ")+" is not known", rc.NotFound)
+		return
+	}
+	for _, drv := range rc.Drivers {
+		answers := make([]dra.Serving, len(rc.Runtimes))
+		cannot := 0
+		for i, rt := range rc.Runtimes {
+			answers[i] = rc.Serve(rt, drv)
+			if a := answers[i].Answer; a == dra.NoCDI || a == dra.TooOld {
+				cannot++
+			}
+		}
+		st := report.Fail
+		if cannot < len(rc.Runtimes) {
+			st = report.Warn
+		}
+		for i, rt := range rc.Runtimes {
+			a := answers[i]
+			subj := drv + " @ " + rt.Name
+			ev := make([]report.Evidence, 0, len(a.Evidence))
+			for _, e := range a.Evidence {
+				ev = append(ev, Ev(e[0], e[1]))
+			}
+			switch a.Answer {
+			case dra.Serves:
+				out.Add("DRA_RUNTIME_CDI_OK", report.Pass, subj, a.Why, ev...)
+			case dra.NoCDI:
+				out.Add("DRA_RUNTIME_NO_CDI", st, subj, a.Why+": the CDI devices DRA driver "+drv+" prepares reach no container"+otherRuntimes(st), ev...)
+			case dra.TooOld:
+				out.Add("DRA_RUNTIME_CDI_TOO_OLD", st, subj, a.Why+": the runtime skips that spec and the claims' devices do not resolve"+otherRuntimes(st), ev...)
+			default:
+				out.NotRun("DRA_RUNTIME_CDI_NOT_CHECKED", subj, "whether "+rt.Name+" resolves the CDI devices of DRA driver "+drv+" is not known", a.Why, ev...)
+			}
+		}
+	}
+}
+
+func otherRuntimes(st report.Status) string {
+	if st == report.Fail {
+		return ""
+	}
+	return " (if the kubelet uses this runtime: another CRI runtime on the node can or may serve it)"
 }
 
 func judgeDRARegistration(out *Out, r *dra.Registration) {
@@ -142,7 +199,11 @@ func judgeDRAState(out *Out, n *dra.Node) {
 		out.NotRun("DRA_STATE_NOT_READ", "dra_manager_state", "the kubelet's DRA state was not captured", why, Ev(n.StatePath, string(n.StateState)))
 		return
 	case kubelet.Unreadable:
-		if n.State == nil && strings.Contains(n.StateErr, "permission") {
+		// Could not read it (permission, a FIFO, socket or directory
+		// where the file should be, a symlink loop, too large): the
+		// reader refuses what is not a regular file without opening it,
+		// so nothing is known of what the kubelet reads there.
+		if n.State == nil && !n.StateMalformed {
 			out.NotRun("DRA_STATE_NOT_READ", "dra_manager_state", "the kubelet's DRA state could not be read", n.StateErr, Ev(n.StatePath, string(n.StateState)))
 			return
 		}
@@ -159,4 +220,49 @@ func judgeDRAState(out *Out, n *dra.Node) {
 		out.Add("DRA_STATE_FROM_EARLIER_BOOT", report.Pass, "dra_manager_state", "the kubelet's DRA state was written before this boot",
 			Ev(n.StatePath+" (mtime)", n.StateModTime.UTC().String()), Ev(dra.ProcStat+" btime", n.BootTime.UTC().String()))
 	}
+}
+
+// DRARegistrations are the DRA drivers registered with the node's
+// kubelet as this run's kube.dra read them (a live registration of a
+// supported version: dra.Node.Registered), sorted, for the agent's node
+// summary. known is false, with the reason, when they could not be
+// judged: kube.dra did not run, the registration directory was not read
+// or is not there (the kubelet creates it when it starts: a root that
+// does not show it does not show the kubelet), or a registration socket
+// could not be dialed (it may be a live driver's). Nothing is read here.
+func (e *Env) DRARegistrations() (drivers []string, known bool, why string) {
+	e.mu.Lock()
+	m, ran := e.memo["dra.node"]
+	e.mu.Unlock()
+	if !ran {
+		return nil, false, "kube.dra did not run in this check"
+	}
+	n, _ := m.v.(*dra.Node)
+	switch {
+	case m.err != nil:
+		return nil, false, m.err.Error()
+	case n == nil:
+		return nil, false, "kube.dra read nothing"
+	case n.RegistryState == kubelet.Absent:
+		return nil, false, n.RegistryDir + " is absent: the kubelet, which creates it when it starts, is not seen under this root"
+	case n.RegistryState != kubelet.Present:
+		why := n.RegistryDir + ": " + string(n.RegistryState)
+		if n.RegistryErr != "" {
+			why += ": " + n.RegistryErr
+		}
+		return nil, false, why
+	}
+	seen := map[string]bool{}
+	drivers = []string{}
+	for _, r := range n.Registrations {
+		if r.Dial.Answer == kubelet.NoAccess {
+			return nil, false, "registration socket " + r.Path + " could not be dialed (" + dialWhy(r.Dial) + ")"
+		}
+		if r.Info != nil && r.Info.Type == dra.TypeDRA && !seen[r.Info.Name] && n.Registered(r.Info.Name) {
+			seen[r.Info.Name] = true
+			drivers = append(drivers, r.Info.Name)
+		}
+	}
+	slices.Sort(drivers)
+	return drivers, true, ""
 }

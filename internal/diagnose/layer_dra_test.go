@@ -1,7 +1,15 @@
 package diagnose
 
 import (
+	"io/fs"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 	"github.com/accel-doctor/accel-doctor/internal/report"
@@ -42,7 +50,16 @@ func TestDRALayer(t *testing.T) {
 		// the registration cases run on real sockets in internal/dra.
 		{"dra-reboot", []string{"DRA_CLAIM_CDI_UNRESOLVED FAIL", "DRA_STATE_FROM_EARLIER_BOOT PASS", "DRA_CLAIM_DRIVER_NOT_REGISTERED WARN"}},
 		{"dra-double", []string{"DRA_DOUBLE_ADVERTISED WARN", "DRA_CLAIM_DRIVER_NOT_REGISTERED WARN"}},
-		{"dra-healthy", []string{"DRA_CLAIM_DRIVER_NOT_REGISTERED WARN"}},
+		{"dra-healthy", []string{"DRA_CLAIM_DRIVER_NOT_REGISTERED WARN", "DRA_RUNTIME_CDI_OK PASS"}},
+		// The runtime under the driver (the claims in the state make
+		// gpu.example.com the node's driver): containerd 1.7 with
+		// enable_cdi = false; containerd 1.7.0, whose CDI library
+		// (v0.5.4) loads cdiVersion up to 0.5.0, under the driver's
+		// 0.6.0 spec; a config.toml that cannot be read (a directory:
+		// it may turn CDI off) is not judged.
+		{"dra-cdi-disabled", []string{"DRA_CLAIM_DRIVER_NOT_REGISTERED WARN", "DRA_RUNTIME_NO_CDI FAIL"}},
+		{"dra-cdi-too-old", []string{"DRA_CLAIM_DRIVER_NOT_REGISTERED WARN", "DRA_RUNTIME_CDI_TOO_OLD FAIL"}},
+		{"dra-runtime-unread", []string{"DRA_CLAIM_DRIVER_NOT_REGISTERED WARN", "DRA_RUNTIME_CDI_NOT_CHECKED NOT_RUN"}},
 	} {
 		t.Run(c.tree, func(t *testing.T) {
 			got := draFindings(t, c.tree)
@@ -70,5 +87,213 @@ func TestDRALayer(t *testing.T) {
 		if f.Check == "kube.node" && f.Status != report.NotRun {
 			t.Errorf("kube.node on a tree without the kubelet: %s %s", f.Code, f.Status)
 		}
+	}
+}
+
+// The runtime under the node's DRA driver: exactly one finding per tree,
+// its status the tree's cause, its evidence where the answer was read.
+func TestDRARuntimeCDI(t *testing.T) {
+	for _, c := range []struct {
+		tree, code string
+		status     report.Status
+		says, ev   string
+	}{
+		{"dra-healthy", "DRA_RUNTIME_CDI_OK", report.Pass, "has CDI enabled and loads /etc/cdi/example.com-gpu.yaml (cdiVersion 0.6.0), /var/run/cdi/k8s.gpu.example.com-claim_", "enable_cdi = true in /etc/containerd/config.toml"},
+		{"dra-cdi-disabled", "DRA_RUNTIME_NO_CDI", report.Fail, "containerd 1.7.24 (/usr/bin/containerd) has CDI disabled", "enable_cdi = false in /etc/containerd/config.toml"},
+		{"dra-cdi-too-old", "DRA_RUNTIME_CDI_TOO_OLD", report.Fail, "loads cdiVersion up to 0.5.0", "cdiVersion 0.6.0"},
+		{"dra-runtime-unread", "DRA_RUNTIME_CDI_NOT_CHECKED", report.NotRun, "is not known", "/etc/containerd/config.toml"},
+	} {
+		t.Run(c.tree, func(t *testing.T) {
+			root, err := hostfs.New(draNodes + c.tree)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := runFixture(t, root, c.tree, Options{Layers: []report.Layer{report.LayerKube}})
+			var got []report.Finding
+			for _, f := range rep.Findings {
+				if f.Check == "kube.dra" && strings.HasPrefix(f.Code, "DRA_RUNTIME_") {
+					got = append(got, f)
+				}
+			}
+			if len(got) != 1 {
+				t.Fatalf("runtime findings %+v, want one %s", got, c.code)
+			}
+			f := got[0]
+			if f.Code != c.code || f.Status != c.status || f.Subject != "gpu.example.com @ containerd" || !strings.Contains(f.Summary, c.says) {
+				t.Errorf("%s %s %q: %s", f.Code, f.Status, f.Subject, f.Summary)
+			}
+			text := f.Reason
+			for _, e := range f.Evidence {
+				text += "\n" + e.Path + ": " + e.Value
+			}
+			if !strings.Contains(text, c.ev) {
+				t.Errorf("evidence and reason do not name %q:\n%s", c.ev, text)
+			}
+			if c.status == report.NotRun && f.Reason == "" || c.status == report.Fail && f.Remediation == "" {
+				t.Errorf("reason %q remediation %q", f.Reason, f.Remediation)
+			}
+		})
+	}
+}
+
+// Two CRI runtimes, and which one the kubelet uses is not read: the one
+// that cannot serve the driver is a WARN, not a FAIL, while the other
+// (CRI-O of a release not known here) might.
+func TestDRARuntimeCDITwoRuntimes(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(draNodes+"dra-cdi-disabled")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "usr/bin/crio"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rep := runFixture(t, hostfs.MustNew(dir), "dra-cdi-disabled+crio", Options{Layers: []report.Layer{report.LayerKube}})
+	got := map[string]string{}
+	for _, f := range rep.Findings {
+		if strings.HasPrefix(f.Code, "DRA_RUNTIME_") {
+			got[f.Subject] = f.Code + " " + string(f.Status)
+		}
+	}
+	want := map[string]string{"gpu.example.com @ containerd": "DRA_RUNTIME_NO_CDI WARN", "gpu.example.com @ crio": "DRA_RUNTIME_CDI_NOT_CHECKED NOT_RUN"}
+	if !maps.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}
+
+// stateTree is dra-healthy copied where a test may change it, with its
+// directories open to every user (the unprivileged run must reach the
+// state file).
+func stateTree(t *testing.T) (dir, state string) {
+	t.Helper()
+	dir = t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(draNodes+"dra-healthy")); err != nil {
+		t.Fatal(err)
+	}
+	for d := dir; d != "/"; d = filepath.Dir(d) {
+		if st, err := os.Stat(d); err == nil && st.Mode().Perm()&0o005 != 0o005 && strings.HasPrefix(d, os.TempDir()) && d != os.TempDir() {
+			os.Chmod(d, st.Mode().Perm()|0o005)
+		}
+	}
+	filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err == nil && e.IsDir() {
+			os.Chmod(p, 0o755)
+		}
+		return nil
+	})
+	return dir, filepath.Join(dir, "var/lib/kubelet/dra_manager_state")
+}
+
+// stateFindings runs kube.dra over dir and returns its DRA_STATE_*
+// findings.
+func stateFindings(t *testing.T, dir string) []report.Finding {
+	t.Helper()
+	rep := runFixture(t, hostfs.MustNew(dir), "dra-healthy (state changed)", Options{Layers: []report.Layer{report.LayerKube}})
+	var out []report.Finding
+	for _, f := range rep.Findings {
+		if f.Check == "kube.dra" && strings.HasPrefix(f.Code, "DRA_STATE_") {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// A state path that is there and cannot be read is NOT_RUN with the
+// reason, never a FAIL (DRA_STATE_CHECKSUM is for a file read that does
+// not parse) nor a PASS: a FIFO (never opened: an open would block
+// until a writer came), a socket, a directory, a symlink loop.
+func TestDRAStateNotRead(t *testing.T) {
+	for _, c := range []struct {
+		what string
+		make func(p string) error
+		why  string
+	}{
+		{"fifo", func(p string) error { return syscall.Mkfifo(p, 0o600) }, "not a regular file"},
+		{"socket", func(p string) error { return syscall.Mknod(p, syscall.S_IFSOCK|0o600, 0) }, "not a regular file"},
+		{"directory", func(p string) error { return os.Mkdir(p, 0o755) }, "not a regular file"},
+		{"symlink loop", func(p string) error { return os.Symlink(filepath.Base(p), p) }, "too many levels of symbolic links"},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			dir, p := stateTree(t)
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.make(p); err != nil {
+				t.Skipf("cannot make a %s here: %v", c.what, err)
+			}
+			done := make(chan []report.Finding, 1)
+			go func() { done <- stateFindings(t, dir) }()
+			var got []report.Finding
+			select {
+			case got = <-done:
+			case <-time.After(time.Minute):
+				// A reader that opened the FIFO blocks for good.
+				t.Fatal("kube.dra did not return: the state path was opened")
+			}
+			if len(got) != 1 || got[0].Code != "DRA_STATE_NOT_READ" || got[0].Status != report.NotRun {
+				t.Fatalf("findings %+v, want one DRA_STATE_NOT_READ NOT_RUN", got)
+			}
+			if !strings.Contains(got[0].Reason, "dra_manager_state") || !strings.Contains(got[0].Reason, c.why) {
+				t.Errorf("reason %q does not say %q of the path", got[0].Reason, c.why)
+			}
+		})
+	}
+}
+
+const unprivTreeEnv = "ACCEL_DOCTOR_TEST_DRA_STATE_TREE"
+
+// As root a 0600 file is readable whatever its mode; run the check as
+// nobody (uid 65534), in a copy of this test binary, over a 0600 state
+// owned by root: NOT_RUN with the permission error, never FAIL or PASS.
+func TestDRAStateNotReadUnprivileged(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root: to own a 0600 file and run a process as another user")
+	}
+	dir, p := stateTree(t)
+	if err := os.Chmod(p, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The build's directory is 0700: a copy nobody can run.
+	bin := filepath.Join(t.TempDir(), "diagnose.test")
+	b, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Dir(bin), 0o755)
+	cmd := exec.Command(bin, "-test.run=^TestDRAStateUnprivilegedChild$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), unprivTreeEnv+"="+dir)
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child as uid 65534: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "--- PASS: TestDRAStateUnprivilegedChild") {
+		t.Fatalf("the child did not run its assertions:\n%s", out)
+	}
+}
+
+// TestDRAStateUnprivilegedChild is TestDRAStateNotReadUnprivileged's
+// other half, run as nobody.
+func TestDRAStateUnprivilegedChild(t *testing.T) {
+	dir := os.Getenv(unprivTreeEnv)
+	if dir == "" {
+		t.Skip("run by TestDRAStateNotReadUnprivileged")
+	}
+	if os.Geteuid() == 0 {
+		t.Fatal("the child runs as root")
+	}
+	got := stateFindings(t, dir)
+	if len(got) != 1 || got[0].Code != "DRA_STATE_NOT_READ" || got[0].Status != report.NotRun {
+		t.Fatalf("findings %+v, want one DRA_STATE_NOT_READ NOT_RUN", got)
+	}
+	if !strings.Contains(got[0].Reason, "permission denied") || !strings.Contains(got[0].Reason, "dra_manager_state") {
+		t.Errorf("reason %q", got[0].Reason)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 
 // BenchmarkRead is the node side on a node with 8 DRA registrations, each
 // answering GetInfo with a listening endpoint, a state with 110 prepared
-// claims and their specs. Each op dials every socket anew, as check does.
+// claims and their specs, and a containerd whose CDI support is judged. Each op dials every socket anew, as check does.
 //
 //	go test ./internal/dra -run '^$' -bench Read -benchtime 200x
 func BenchmarkRead(b *testing.B) {
@@ -38,6 +39,8 @@ func BenchmarkRead(b *testing.B) {
 			`{"cdiVersion":"0.6.0","kind":"k8s.gpu.example.com/claim","devices":[{"name":"`+uid+`-gpu-0","containerEdits":{"deviceNodes":[{"path":"/dev/nvidia0"}]}}]}`)
 	}
 	write(b, filepath.Join(dn.kdir, StateName), string(stateJSON(b, claims)))
+	// The runtime the drivers' CDI specs are judged against (readRuntimeCDI).
+	installContainerd(b, dn.dir, "2.1.4~ds1-1", strings.Replace(cdiOff, "false", "true", 1))
 	root := hostfs.MustNew(dn.dir)
 	ctx := context.Background()
 	b.ResetTimer()
@@ -54,6 +57,9 @@ func BenchmarkRead(b *testing.B) {
 		}
 		if live != 8 || len(n.CDI) != 110 || n.CDI[109].Resolve != Resolved {
 			b.Fatalf("%d live registrations, %d CDI devices", live, len(n.CDI))
+		}
+		if rc := n.RuntimeCDI; rc == nil || len(rc.Runtimes) != 1 || len(rc.Drivers) != 8 || rc.Serve(rc.Runtimes[0], driverName).Answer != Serves {
+			b.Fatalf("runtime CDI %+v", rc)
 		}
 	}
 }

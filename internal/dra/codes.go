@@ -11,11 +11,12 @@ var Codes = []kubelet.ProposedCode{{
 	Status: "NOT_RUN",
 	Title:  "the kubelet's DRA state could not be read: prepared claims are not known",
 	Explain: `/var/lib/kubelet/dra_manager_state is there but could not be read (permissions, a
+FIFO, socket or directory where the file should be, which is never opened, a symlink loop, a
 file larger than any state the kubelet writes), or a snapshot did not capture it. Nothing is
 said of the claims it holds. The file is absent on a node whose kubelet never ran with DRA
 on (the DynamicResourceAllocation feature, on by default since 1.34): that is no finding.`,
 	Remediation: "Run `accel-doctor check` as root on the node, or take the snapshot again with `accel-doctor snapshot`.",
-	Facts:       "StateState in (Unreadable, NotCaptured) && State == nil",
+	Facts:       "StateState == NotCaptured || StateState == Unreadable && State == nil && !StateMalformed",
 }, {
 	Code:   "DRA_STATE_CHECKSUM",
 	Status: "FAIL",
@@ -27,7 +28,7 @@ is an error there, which fails the container manager: the kubelet exits at start
 initialize checkpoint manager, please drain node and remove DRA state file", or "GetOrCreate()
 on checkpoint state"). The evidence gives the stored and the computed checksums.`,
 	Remediation: "Drain the node (`kubectl drain NODE --ignore-daemonsets`), stop the kubelet (`systemctl stop kubelet`), remove the file (`rm /var/lib/kubelet/dra_manager_state`), start the kubelet (`systemctl start kubelet`), read `journalctl -u kubelet`, and uncordon (`kubectl uncordon NODE`).",
-	Facts:       "StateState == Unreadable (parse) || !State.ChecksumOK || State.DataErr != \"\"",
+	Facts:       "StateMalformed || !State.ChecksumOK || State.DataErr != \"\"",
 }, {
 	Code:   "DRA_CLAIM_CDI_UNRESOLVED",
 	Status: "FAIL",
@@ -119,6 +120,54 @@ NodeUnprepareResources and the pods stay Terminating, and new pods with claims o
 stay in ContainerCreating.`,
 	Remediation: "Start the driver on the node again (`kubectl -n NAMESPACE rollout status daemonset/DRIVER`); if it was removed on purpose, delete the pods that use its claims first (`kubectl -n NAMESPACE delete pod POD`).",
 	Facts:       "State.Claims[i].Drivers[j].Driver not in Registered()",
+}, {
+	Code:   "DRA_RUNTIME_NO_CDI",
+	Status: "FAIL",
+	Title:  "the container runtime does not resolve CDI devices, and a DRA driver hands it CDI devices",
+	Explain: `The node has a DRA driver (a live registration, or claims it prepared in the
+kubelet's DRA state). A DRA driver answers NodePrepareResources with CDI device names, which
+the kubelet passes to the runtime in CreateContainer (ContainerConfig.CDIDevices and the
+cdi.k8s.io annotations); only the runtime resolves them against the driver's spec files. This
+runtime has CDI turned off in its configuration (containerd 1.7: enable_cdi is false unless
+set, internal/cri/config; Docker Engine 25.0-28.1: "features": {"cdi": true} is needed) or no
+CDI support at all (containerd before 1.7, CRI-O before 1.24, Docker Engine before 25): the
+claim is prepared and the container has none of its devices (no /dev/nvidia* in the pod), or
+fails to start. It is a WARN instead of a FAIL when another CRI runtime on the node can serve
+the driver: which one the kubelet's --container-runtime-endpoint names is not read. The same
+runtime facts are layer 5's CDI_DISABLED and CDI_RUNTIME_NO_CDI for one container; this code
+is the join with the node's DRA driver, which holds whether or not a container runs.`,
+	Remediation: "containerd: set enable_cdi = true (and cdi_spec_dirs = [\"/etc/cdi\", \"/var/run/cdi\"]) in the CRI plugin's table of /etc/containerd/config.toml, then `systemctl restart containerd` and check with `crictl info`; Docker Engine: add \"features\": {\"cdi\": true} to /etc/docker/daemon.json and `systemctl restart docker`; a runtime without CDI support: upgrade it (containerd >= 1.7, CRI-O >= 1.24). Then delete the pods of the claims (`kubectl -n NAMESPACE delete pod POD`) and run `accel-doctor check --layer kube` again.",
+	Facts:       "RuntimeCDI.Serve(rt, driver).Answer == NoCDI",
+}, {
+	Code:   "DRA_RUNTIME_CDI_TOO_OLD",
+	Status: "FAIL",
+	Title:  "the container runtime's CDI library refuses the cdiVersion of a DRA driver's specs",
+	Explain: `Every CDI library release refuses a spec whose cdiVersion it does not know ("invalid
+version") and skips the file: none of its devices resolves, and the runtime fails the
+containers of the driver's claims with "unresolvable CDI devices". The driver's spec (one it
+wrote for a prepared claim, or one whose vendor is the driver's name, as k8s.gpu.nvidia.com
+is gpu.nvidia.com's) declares a cdiVersion newer than the runtime's library loads, read from
+the runtime binary's build information or inferred from its release (internal/cdi's table of
+the runtimes' go.mod). It is a WARN when another CRI runtime on the node can load it.`,
+	Remediation: "Upgrade the runtime to a release the finding names (containerd, CRI-O), then `systemctl restart containerd` (or crio); or configure the DRA driver to write an older cdiVersion if it has such an option. Check with `accel-doctor cdi validate`.",
+	Facts:       "RuntimeCDI.Serve(rt, driver).Answer == TooOld",
+}, {
+	Code:   "DRA_RUNTIME_CDI_OK",
+	Status: "PASS",
+	Title:  "the container runtime resolves the CDI devices of the node's DRA driver",
+	Explain: `CDI is on in the runtime's configuration (or by its release's default, which the
+evidence names) and its CDI library loads the cdiVersion of every spec of the driver on the
+node. A driver that has written no spec yet is judged only on CDI being on.`,
+	Facts: "RuntimeCDI.Serve(rt, driver).Answer == Serves",
+}, {
+	Code:   "DRA_RUNTIME_CDI_NOT_CHECKED",
+	Status: "NOT_RUN",
+	Title:  "whether the container runtime serves the DRA driver's CDI devices is not known",
+	Explain: `No CRI runtime binary (containerd, crio, dockerd with cri-dockerd) was found under
+the PATH directories, its configuration could not be read (it may turn CDI off), the default
+of its release is not known, or which CDI library it is built with is not known.`,
+	Remediation: "Run `accel-doctor check --layer kube` as root on the node itself (not in a container without the host's /usr and /etc), or read `crictl info` for enableCDI.",
+	Facts:       "RuntimeCDI.NotFound != \"\" || RuntimeCDI.Serve(rt, driver).Answer == AnswerUnknown",
 }, {
 	Code:   "DRA_DOUBLE_ADVERTISED",
 	Status: "WARN",

@@ -86,6 +86,11 @@ type Node struct {
 	StateState kubelet.State `json:"state_state"`
 	StateErr   string        `json:"state_error,omitempty"`
 	State      *State        `json:"state,omitempty"`
+	// StateMalformed: the file was read and does not parse (the kubelet
+	// fails on it too); otherwise an Unreadable state is one this reader
+	// could not read (permission, not a regular file, too large), which
+	// says nothing of the kubelet's own read.
+	StateMalformed bool `json:"state_malformed,omitempty"`
 	// StateModTime is when the kubelet last wrote the state; BootTime the
 	// running kernel's boot (btime in /proc/stat). The state has no boot
 	// ID; WrittenBeforeBoot (mtime before the boot) is the evidence that
@@ -104,6 +109,10 @@ type Node struct {
 	// DRA driver; DoubleNotRun says why that could not be looked at.
 	Double       []DoubleAdvert `json:"double,omitempty"`
 	DoubleNotRun string         `json:"double_not_run,omitempty"`
+
+	// RuntimeCDI is the CRI runtimes' CDI support, read when the node
+	// has a DRA driver (ActiveDrivers); nil otherwise.
+	RuntimeCDI *RuntimeCDI `json:"runtime_cdi,omitempty"`
 
 	// Replayed: the socket answers come from a snapshot.
 	Replayed bool `json:"-"`
@@ -199,6 +208,7 @@ func Read(ctx context.Context, root *hostfs.Root, opts Options) (*Node, error) {
 	linkDirs(n.DriverDirs, n.Registrations, n.RegistryState == kubelet.Present || n.RegistryState == kubelet.Absent)
 	n.resolveCDI(reg)
 	n.double(root, reg, kdir, opts.DevicePluginCheckpoint)
+	n.readRuntimeCDI(root, reg)
 	return n, nil
 }
 
@@ -241,6 +251,7 @@ func (n *Node) readState(root *hostfs.Root, kdir string) {
 	st, err := ParseState(b)
 	if err != nil {
 		n.StateState, n.StateErr = kubelet.Unreadable, fmt.Sprintf("%s: %v", n.StatePath, err)
+		n.StateMalformed = true
 		return
 	}
 	n.State = st

@@ -263,13 +263,13 @@ func TestStateFaults(t *testing.T) {
 		t.Errorf("corrupt state verified: %+v", n.State)
 	}
 	write(t, p, "{not json")
-	if n = read(t, dn.dir, Options{}); n.StateState != kubelet.Unreadable || n.State != nil || !strings.Contains(n.StateErr, StateName) {
-		t.Errorf("garbage state: %s %q", n.StateState, n.StateErr)
+	if n = read(t, dn.dir, Options{}); n.StateState != kubelet.Unreadable || n.State != nil || !n.StateMalformed || !strings.Contains(n.StateErr, StateName) {
+		t.Errorf("garbage state: %s %q malformed %v", n.StateState, n.StateErr, n.StateMalformed)
 	}
 	os.Remove(p)
 	os.Mkdir(p, 0o755)
-	if n = read(t, dn.dir, Options{}); n.StateState != kubelet.Unreadable || len(n.CDI) != 0 {
-		t.Errorf("directory as state: %s %q", n.StateState, n.StateErr)
+	if n = read(t, dn.dir, Options{}); n.StateState != kubelet.Unreadable || n.StateMalformed || len(n.CDI) != 0 {
+		t.Errorf("directory as state: %s %q malformed %v", n.StateState, n.StateErr, n.StateMalformed)
 	}
 	os.Remove(p)
 	if n = read(t, dn.dir, Options{}); n.StateState != kubelet.Absent || n.State != nil {
