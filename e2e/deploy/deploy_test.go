@@ -71,8 +71,8 @@ func TestManifestsServerDryRun(t *testing.T) {
 	}
 	sort.Strings(kinds)
 	t.Logf("rendered: %s", strings.Join(kinds, ", "))
-	if len(base) != 7 || len(examples) != 2 {
-		t.Errorf("rendered %d objects of deploy/ and %d of deploy/examples, want 7 and 2: %v", len(base), len(examples), kinds)
+	if len(base) != 9 || len(examples) != 2 {
+		t.Errorf("rendered %d objects of deploy/ and %d of deploy/examples, want 9 and 2: %v", len(base), len(examples), kinds)
 	}
 
 	dryRun := func(o *unstructured.Unstructured) {
