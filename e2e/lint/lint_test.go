@@ -274,7 +274,21 @@ func TestLintClusterDeployClean(t *testing.T) {
 	defer cancel()
 	createFixture(t, ctx, c)
 	bin := harness.AccelDoctor(t)
-	fs, exit, out := lintCluster(t, ctx, bin, c.Kubeconfig, render(t, repoDeploy), render(t, repoDeploy+"/examples"))
+	// And deploy/ with the opt-in components/dra-state, as an overlay.
+	overlay := t.TempDir()
+	rel := func(p string) string {
+		a, _ := filepath.Abs(p)
+		r, err := filepath.Rel(overlay, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: ["+
+		rel(repoDeploy)+"]\ncomponents: ["+rel(repoDeploy+"/components/dra-state")+"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fs, exit, out := lintCluster(t, ctx, bin, c.Kubeconfig, render(t, repoDeploy), render(t, repoDeploy+"/examples"), render(t, overlay))
 	workloads := 0
 	for _, f := range fs {
 		switch {
@@ -285,7 +299,7 @@ func TestLintClusterDeployClean(t *testing.T) {
 			t.Errorf("%s %s %s: %s %s", f.Status, f.Code, f.Subject, f.Summary, f.Reason)
 		}
 	}
-	if exit != 0 || workloads != 4 {
-		t.Errorf("exit %d, %d clean workloads (want 0 and 4: two DaemonSets, the Job, the gated Pod):\n%s", exit, workloads, out)
+	if exit != 0 || workloads != 6 {
+		t.Errorf("exit %d, %d clean workloads (want 0 and 6: two DaemonSets, the Job, the gated Pod, the two DaemonSets with components/dra-state):\n%s", exit, workloads, out)
 	}
 }

@@ -482,3 +482,40 @@ func TestAgentNodePolicy(t *testing.T) {
 		t.Errorf("binding %+v: want policy %s, Deny", b.Spec, p.Name)
 	}
 }
+
+// components/dra-state adds the kubelet's directory to the agent,
+// read-only (recursively where the runtime can), as a Directory hostPath:
+// what the DRA layer needs for dra_manager_state. e2e/deploy renders it
+// over deploy/ and dry-runs the result; e2e/lint lints it.
+func TestDRAStateComponent(t *testing.T) {
+	var c struct {
+		APIVersion, Kind string
+		Patches          []struct {
+			Target struct{ Kind, Name string }
+			Patch  string
+		}
+	}
+	readYAML(t, filepath.Join(repoRoot, "deploy/components/dra-state/kustomization.yaml"), &c)
+	if c.Kind != "Component" || c.APIVersion != "kustomize.config.k8s.io/v1alpha1" || len(c.Patches) != 1 {
+		t.Fatalf("%s %s with %d patches: want one Component patch", c.APIVersion, c.Kind, len(c.Patches))
+	}
+	p := c.Patches[0]
+	if p.Target.Kind != "DaemonSet" || p.Target.Name != find[appsv1.DaemonSet](t, readManifests(t), "accel-doctor-agent").Name {
+		t.Errorf("target %+v", p.Target)
+	}
+	var ds appsv1.DaemonSet
+	if err := yaml.UnmarshalStrict([]byte(p.Patch), &ds); err != nil {
+		t.Fatal(err)
+	}
+	spec := ds.Spec.Template.Spec
+	if len(spec.Containers) != 1 || len(spec.Containers[0].VolumeMounts) != 1 || len(spec.Volumes) != 1 {
+		t.Fatalf("patch: %+v", spec)
+	}
+	m, v := spec.Containers[0].VolumeMounts[0], spec.Volumes[0]
+	if m.Name != v.Name || m.MountPath != "/host/var/lib/kubelet" || !m.ReadOnly || m.RecursiveReadOnly == nil || *m.RecursiveReadOnly != corev1.RecursiveReadOnlyIfPossible {
+		t.Errorf("mount %+v", m)
+	}
+	if v.HostPath == nil || v.HostPath.Path != "/var/lib/kubelet" || v.HostPath.Type == nil || *v.HostPath.Type != corev1.HostPathDirectory {
+		t.Errorf("volume %+v", v)
+	}
+}
