@@ -193,7 +193,9 @@ func impliedTolerations(w workload) []corev1.Toleration {
 // need is one extended resource the pod asks for, as the scheduler's
 // NodeResourcesFit counts it: the sum over the containers, or the largest
 // init container's if that is more (a restartable init container, a
-// sidecar, runs beside the containers and adds to the sum). An extended
+// sidecar, runs beside the containers and adds to the sum; the sidecars
+// started before a regular init container also add to that one's, which
+// is not counted here: the need can come out lower, never higher). An extended
 // resource's request equals its limit (the API server's validation), so a
 // limit alone is the request.
 type need struct {

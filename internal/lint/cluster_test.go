@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -226,5 +227,45 @@ func TestResourceMoreThanAnyNode(t *testing.T) {
 	r := LintWith([]Input{{Name: "p.yaml", Data: []byte(pod)}}, fixtureCluster(t))
 	if got := judged(r); !slices.Equal(got, []string{CodeClusterResourceNotAdvertised}) || !strings.Contains(r.Findings[0].Summary, "the most is 2") {
 		t.Errorf("%v:\n%s", got, dump(r))
+	}
+}
+
+// BenchmarkLintWithCluster: the cluster rules over a large cluster's
+// nodes (5,000, a tenth with GPUs and a taint), for a manifest with a
+// selector, a GPU request and a claim template.
+func BenchmarkLintWithCluster(b *testing.B) {
+	c := &Cluster{Server: "bench", RuntimeClasses: []string{"nvidia"}, DeviceClasses: []string{"gpu.nvidia.com"}}
+	for i := range 5000 {
+		n := corev1.Node{}
+		n.Name = "node-" + strconv.Itoa(i)
+		n.Labels = map[string]string{"kubernetes.io/hostname": n.Name, "pool": "cpu"}
+		n.Status.Allocatable = corev1.ResourceList{"cpu": resource.MustParse("32")}
+		if i%10 == 0 {
+			n.Labels["pool"] = "gpu"
+			n.Spec.Taints = []corev1.Taint{{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}}
+			n.Status.Allocatable["nvidia.com/gpu"] = resource.MustParse("8")
+		}
+		c.Nodes = append(c.Nodes, n)
+	}
+	in := []Input{{Name: "w.yaml", Data: []byte(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: train}
+spec:
+  selector: {matchLabels: {a: b}}
+  template:
+    metadata: {labels: {a: b}}
+    spec:
+      runtimeClassName: nvidia
+      nodeSelector: {pool: gpu}
+      tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+      containers:
+      - name: c
+        image: busybox
+        resources: {limits: {nvidia.com/gpu: 2}}
+`)}}
+	for b.Loop() {
+		if r := LintWith(in, c); len(judged(r)) != 0 {
+			b.Fatalf("flagged %v", judged(r))
+		}
 	}
 }

@@ -143,7 +143,9 @@ scheduler's TaintToleration filter on those nodes ("had untolerated taint
 ExtendedResourceToleration admission plugin (GKE does) add the toleration
 {key: <resource>, operator: Exists, effect: NoSchedule} at admission for each
 extended resource requested, and clusters whose GPU nodes carry no such taint need
-none. Lint cannot see the taints offline, hence WARN.`,
+none. Lint cannot see the taints offline, hence WARN. With --cluster, once the
+nodes are read, this guess is not made: LINT_CLUSTER_TAINT_NOT_TOLERATED judges
+their real taints.`,
 	Remediation: "Add tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}] to the pod template; `kubectl describe node NODE` shows the taints the GPU nodes carry.",
 }, {
 	Code:   CodePluginAndDRA,
