@@ -8,17 +8,21 @@ package deploy
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -71,8 +75,8 @@ func TestManifestsServerDryRun(t *testing.T) {
 	}
 	sort.Strings(kinds)
 	t.Logf("rendered: %s", strings.Join(kinds, ", "))
-	if len(base) != 7 || len(examples) != 2 {
-		t.Errorf("rendered %d objects of deploy/ and %d of deploy/examples, want 7 and 2: %v", len(base), len(examples), kinds)
+	if len(base) != 9 || len(examples) != 2 {
+		t.Errorf("rendered %d objects of deploy/ and %d of deploy/examples, want 9 and 2: %v", len(base), len(examples), kinds)
 	}
 
 	dryRun := func(o *unstructured.Unstructured) {
@@ -115,6 +119,30 @@ func TestManifestsServerDryRun(t *testing.T) {
 	for _, o := range append(slices.Clone(base), examples...) {
 		if o.GetKind() != "Namespace" {
 			dryRun(o)
+		}
+	}
+	// The opt-in component components/dra-state over deploy/, as a user's
+	// overlay applies it: the agent DaemonSet, patched, passes the dry-run
+	// and mounts the kubelet's directory read-only.
+	for _, o := range renderWithDRAState(t) {
+		if o.GetKind() != "DaemonSet" || o.GetName() != "accel-doctor-agent" {
+			continue
+		}
+		dryRun(o)
+		// Read as typed: kustomize's maps hold Go ints, which
+		// unstructured's Nested* helpers refuse to deep-copy.
+		var ds appsv1.DaemonSet
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &ds); err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, c := range ds.Spec.Template.Spec.Containers {
+			for _, m := range c.VolumeMounts {
+				found = found || m.MountPath == "/host/var/lib/kubelet" && m.ReadOnly
+			}
+		}
+		if !found {
+			t.Errorf("with components/dra-state the agent does not mount /host/var/lib/kubelet read-only")
 		}
 	}
 	// kustomize named the plugin's ConfigMap with its content's hash and
@@ -245,4 +273,27 @@ func TestAgentRBACImpersonated(t *testing.T) {
 	if err := as.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{}); err == nil {
 		t.Error("the agent deleted a Node")
 	}
+}
+
+// renderWithDRAState renders an overlay of deploy/ with the
+// components/dra-state component, as a user's kustomization would.
+func renderWithDRAState(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	dir := t.TempDir()
+	abs := func(p string) string {
+		a, err := filepath.Abs(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := filepath.Rel(dir, a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [" + abs(repoDeploy) + "]\ncomponents: [" + abs(repoDeploy+"/components/dra-state") + "]\n"
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return render(t, dir)
 }

@@ -30,6 +30,12 @@ type Config struct {
 	BackoffMin, BackoffMax time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// StopGrace bounds how long a publication under way when Run's
+	// context ends may still take (default 5s): a DaemonSet pod is
+	// stopped with SIGTERM and killed terminationGracePeriodSeconds
+	// (30 by default) later, and a condition patch cut off mid-flight
+	// leaves the node showing the run before it.
+	StopGrace time.Duration
 }
 
 // Agent runs check every interval and publishes each run's State.
@@ -56,6 +62,9 @@ func New(cfg Config) *Agent {
 	}
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
+	}
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = 5 * time.Second
 	}
 	return &Agent{cfg: cfg, Metrics: NewMetrics(cfg.Node), pending: make(chan *State, 1)}
 }
@@ -93,22 +102,47 @@ func (a *Agent) offer(s *State) {
 }
 
 // Run checks every interval until ctx ends, publishing in the background.
+//
+// When ctx ends it returns once the publication under way (if any) has
+// finished, or Config.StopGrace after, whichever comes first: that is a
+// normal stop (the kubelet's SIGTERM), not an error. A check still running
+// then is not waited for (checks take no context; they only read), and
+// no new check or publication starts.
 func (a *Agent) Run(ctx context.Context) {
-	var wg sync.WaitGroup
+	published := make(chan struct{})
 	if a.cfg.API != nil {
-		wg.Add(1)
-		go func() { defer wg.Done(); a.publishLoop(ctx) }()
+		go func() { defer close(published); a.publishLoop(ctx) }()
+	} else {
+		close(published)
 	}
 	t := time.NewTicker(a.cfg.Interval)
 	defer t.Stop()
 	for {
-		a.offer(a.RunOnce())
+		ran := make(chan *State, 1)
+		go func() { ran <- a.RunOnce() }()
+		select {
+		case s := <-ran:
+			a.offer(s)
+		case <-ctx.Done():
+			a.stopped(published)
+			return
+		}
 		select {
 		case <-ctx.Done():
-			wg.Wait()
+			a.stopped(published)
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// stopped waits for the publish loop to end; it ends within StopGrace of
+// ctx's end (publishLoop), so this bound is only a guard.
+func (a *Agent) stopped(published <-chan struct{}) {
+	select {
+	case <-published:
+	case <-time.After(a.cfg.StopGrace + time.Second):
+		fmt.Fprintf(a.cfg.Log, "stop: the publication did not end within %v\n", a.cfg.StopGrace)
 	}
 }
 
@@ -116,6 +150,11 @@ func (a *Agent) Run(ctx context.Context) {
 // wait that doubles from BackoffMin to BackoffMax (with jitter, so that a
 // fleet of agents does not return to a recovering API server at once),
 // with the newest State by then; a success resets the wait.
+//
+// A publication is not cut off when ctx ends: it runs on a context of its
+// own that ends StopGrace later, so that a stop between the condition
+// patch and the annotation does not leave the node half-written. No
+// retry and no new publication starts after ctx has ended.
 func (a *Agent) publishLoop(ctx context.Context) {
 	p := publisher{api: a.cfg.API, m: a.Metrics, log: a.cfg.Log, now: a.cfg.Now}
 	wait := time.Duration(0)
@@ -127,13 +166,16 @@ func (a *Agent) publishLoop(ctx context.Context) {
 		case s = <-a.pending:
 		}
 		for {
-			err := p.publish(ctx, s)
+			err := a.publishBounded(ctx, &p, s)
+			if ctx.Err() != nil {
+				if err != nil {
+					fmt.Fprintf(a.cfg.Log, "publish at stop: %v\n", err)
+				}
+				return
+			}
 			if err == nil {
 				wait = 0
 				break
-			}
-			if ctx.Err() != nil {
-				return
 			}
 			wait = min(max(2*wait, a.cfg.BackoffMin), a.cfg.BackoffMax)
 			d := wait/2 + rand.N(wait/2+1)
@@ -149,6 +191,18 @@ func (a *Agent) publishLoop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// publishBounded publishes s on a context that outlives ctx by StopGrace.
+func (a *Agent) publishBounded(ctx context.Context, p *publisher, s *State) error {
+	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		t := time.AfterFunc(a.cfg.StopGrace, cancel)
+		context.AfterFunc(pctx, func() { t.Stop() })
+	})
+	defer stop()
+	return p.publish(pctx, s)
 }
 
 // publisher remembers what the node shows, so that an Event marks a
@@ -241,17 +295,23 @@ func (a *Agent) Handler() http.Handler {
 	return mux
 }
 
-// Serve serves Handler on ln until ctx ends.
+// Serve serves Handler on ln until ctx ends; it then stops listening and
+// returns when the requests in flight have been answered (2s at most).
 func (a *Agent) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 10 * time.Second}
+	shut := make(chan struct{})
 	go func() {
+		defer close(shut)
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		srv.Shutdown(sctx)
 	}()
-	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
+	err := srv.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		// Serve returns as Shutdown begins; Shutdown returns when it is done.
+		<-shut
+		return nil
 	}
-	return nil
+	return err
 }

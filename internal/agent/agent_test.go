@@ -382,3 +382,75 @@ func TestConditionWarnIsTrueWithItsCode(t *testing.T) {
 		t.Errorf("cut: %d bytes, valid UTF-8 %v", len(long), utf8.ValidString(long))
 	}
 }
+
+// slowAPI holds PatchCondition until release is closed or its context
+// ends, and records how it ended.
+type slowAPI struct {
+	fakeAPI
+	started chan struct{} // closed when the first patch begins
+	release chan struct{}
+	once    sync.Once
+	ctxErr  chan error // the patch context's error when the patch returned
+}
+
+func (s *slowAPI) PatchCondition(ctx context.Context, c Condition, since, now time.Time) error {
+	s.once.Do(func() { close(s.started) })
+	select {
+	case <-s.release:
+		s.ctxErr <- ctx.Err()
+		return s.fakeAPI.PatchCondition(ctx, c, since, now)
+	case <-ctx.Done():
+		s.ctxErr <- ctx.Err()
+		return ctx.Err()
+	}
+}
+
+func newSlowAPI() *slowAPI {
+	return &slowAPI{started: make(chan struct{}), release: make(chan struct{}), ctxErr: make(chan error, 10)}
+}
+
+// A stop (the kubelet's SIGTERM cancels Run's context) lets the
+// publication under way finish on a context that is still live, then Run
+// returns without starting another.
+func TestRunFinishesThePublicationUnderWayOnStop(t *testing.T) {
+	api := newSlowAPI()
+	a := New(Config{Node: "n", Interval: time.Hour, Check: notRunOnly, API: api, StopGrace: time.Minute})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { a.Run(ctx); close(done) }()
+	<-api.started
+	cancel()
+	select {
+	case <-done:
+		t.Fatal("Run returned while its publication was under way")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(api.release)
+	<-done
+	if err := <-api.ctxErr; err != nil {
+		t.Errorf("the patch under way saw its context end (%v): it should run to completion", err)
+	}
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if api.patches != 1 || api.annotation != 1 || len(api.events) != 1 {
+		t.Errorf("after the stop: %d patches, %d annotations, %d events; want the one publication whole (1, 1, 1)", api.patches, api.annotation, len(api.events))
+	}
+}
+
+// A publication that does not end is cut off StopGrace after the stop.
+func TestRunBoundsThePublicationOnStop(t *testing.T) {
+	api := newSlowAPI() // never released
+	a := New(Config{Node: "n", Interval: time.Hour, Check: notRunOnly, API: api, StopGrace: 20 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { a.Run(ctx); close(done) }()
+	<-api.started
+	cancel()
+	<-done
+	if err := <-api.ctxErr; !errors.Is(err, context.Canceled) {
+		t.Errorf("the patch's context ended with %v, want context.Canceled after the grace", err)
+	}
+	if api.patches != 0 {
+		t.Errorf("%d patches recorded, want 0 (cut off)", api.patches)
+	}
+}

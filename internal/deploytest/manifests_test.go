@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -32,7 +33,7 @@ type kustomization struct {
 }
 
 // manifestDirs are the kustomizations whose resources are manifests.
-var manifestDirs = []string{"deploy/base", "deploy/examples"}
+var manifestDirs = []string{"deploy/base", "deploy/policy", "deploy/examples"}
 
 // object is one decoded document.
 type object struct {
@@ -94,6 +95,10 @@ func readManifests(t *testing.T) []object {
 					obj = &appsv1.DaemonSet{}
 				case "batch/v1 Job":
 					obj = &batchv1.Job{}
+				case "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy":
+					obj = &admissionregistrationv1.ValidatingAdmissionPolicy{}
+				case "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding":
+					obj = &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
 				default:
 					t.Fatalf("%s document %d: %s %s: no type in this test (add it)", file, i+1, tm.APIVersion, tm.Kind)
 				}
@@ -174,7 +179,7 @@ func TestManifestsDecode(t *testing.T) {
 		kinds = append(kinds, o.kind)
 	}
 	sort.Strings(kinds)
-	want := []string{"ClusterRole", "ClusterRoleBinding", "DaemonSet", "DaemonSet", "Job", "Namespace", "Pod", "ServiceAccount"}
+	want := []string{"ClusterRole", "ClusterRoleBinding", "DaemonSet", "DaemonSet", "Job", "Namespace", "Pod", "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 	if !slices.Equal(kinds, want) {
 		t.Errorf("kinds in deploy/: %v, want %v", kinds, want)
 	}
@@ -446,5 +451,71 @@ func TestLintFlagsNothing(t *testing.T) {
 	}
 	if clean != workloads {
 		t.Errorf("%d workloads LINT_CLEAN, want %d (every DaemonSet, Job and Pod)", clean, workloads)
+	}
+}
+
+// The agent's admission policy judges the agent's ServiceAccount (the one
+// agent-rbac.yaml binds) on every update of a Node and its status, and
+// its binding denies: what e2e/deploy's TestAgentOwnNodePolicy runs
+// against a real API server.
+func TestAgentNodePolicy(t *testing.T) {
+	objs := readManifests(t)
+	p := find[admissionregistrationv1.ValidatingAdmissionPolicy](t, objs, "accel-doctor-agent-own-node")
+	b := find[admissionregistrationv1.ValidatingAdmissionPolicyBinding](t, objs, "accel-doctor-agent-own-node")
+	sa := find[corev1.ServiceAccount](t, objs, "accel-doctor-agent")
+	user := "system:serviceaccount:accel-doctor:" + sa.Name
+	if len(p.Spec.MatchConditions) != 1 || !strings.Contains(p.Spec.MatchConditions[0].Expression, `"`+user+`"`) {
+		t.Errorf("match conditions %+v: want the one user %s", p.Spec.MatchConditions, user)
+	}
+	if p.Spec.FailurePolicy == nil || *p.Spec.FailurePolicy != admissionregistrationv1.Fail {
+		t.Errorf("failurePolicy %v, want Fail", p.Spec.FailurePolicy)
+	}
+	mc := p.Spec.MatchConstraints
+	if mc == nil || len(mc.ResourceRules) != 1 || !slices.Equal(mc.ResourceRules[0].Resources, []string{"nodes", "nodes/status"}) ||
+		!slices.Equal(mc.ResourceRules[0].Operations, []admissionregistrationv1.OperationType{admissionregistrationv1.Update}) {
+		t.Errorf("match constraints %+v: want UPDATE of nodes and nodes/status", mc)
+	}
+	if len(p.Spec.Validations) == 0 || !strings.Contains(p.Spec.Validations[0].Expression, "object.metadata.name") {
+		t.Errorf("the first validation does not compare the node's name: %+v", p.Spec.Validations)
+	}
+	if b.Spec.PolicyName != p.Name || !slices.Equal(b.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) {
+		t.Errorf("binding %+v: want policy %s, Deny", b.Spec, p.Name)
+	}
+}
+
+// components/dra-state adds the kubelet's directory to the agent,
+// read-only (recursively where the runtime can), as a Directory hostPath:
+// what the DRA layer needs for dra_manager_state. e2e/deploy renders it
+// over deploy/ and dry-runs the result; e2e/lint lints it.
+func TestDRAStateComponent(t *testing.T) {
+	var c struct {
+		APIVersion, Kind string
+		Patches          []struct {
+			Target struct{ Kind, Name string }
+			Patch  string
+		}
+	}
+	readYAML(t, filepath.Join(repoRoot, "deploy/components/dra-state/kustomization.yaml"), &c)
+	if c.Kind != "Component" || c.APIVersion != "kustomize.config.k8s.io/v1alpha1" || len(c.Patches) != 1 {
+		t.Fatalf("%s %s with %d patches: want one Component patch", c.APIVersion, c.Kind, len(c.Patches))
+	}
+	p := c.Patches[0]
+	if p.Target.Kind != "DaemonSet" || p.Target.Name != find[appsv1.DaemonSet](t, readManifests(t), "accel-doctor-agent").Name {
+		t.Errorf("target %+v", p.Target)
+	}
+	var ds appsv1.DaemonSet
+	if err := yaml.UnmarshalStrict([]byte(p.Patch), &ds); err != nil {
+		t.Fatal(err)
+	}
+	spec := ds.Spec.Template.Spec
+	if len(spec.Containers) != 1 || len(spec.Containers[0].VolumeMounts) != 1 || len(spec.Volumes) != 1 {
+		t.Fatalf("patch: %+v", spec)
+	}
+	m, v := spec.Containers[0].VolumeMounts[0], spec.Volumes[0]
+	if m.Name != v.Name || m.MountPath != "/host/var/lib/kubelet" || !m.ReadOnly || m.RecursiveReadOnly == nil || *m.RecursiveReadOnly != corev1.RecursiveReadOnlyIfPossible {
+		t.Errorf("mount %+v", m)
+	}
+	if v.HostPath == nil || v.HostPath.Path != "/var/lib/kubelet" || v.HostPath.Type == nil || *v.HostPath.Type != corev1.HostPathDirectory {
+		t.Errorf("volume %+v", v)
 	}
 }

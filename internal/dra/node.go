@@ -341,6 +341,12 @@ func stateOf(root *hostfs.Root, p, top string, err error) (kubelet.State, string
 				break
 			}
 		}
+		if why, ng := root.NotGiven(p); ng {
+			// A pod's /host without the kubelet's directory: say which
+			// path, so that "no DRA state" is not read as "none on the
+			// node" (deploy/components/dra-state mounts it).
+			return kubelet.NotCaptured, why + " (the agent's DaemonSet mounts it with the deploy/components/dra-state component)"
+		}
 		return kubelet.NotCaptured, ""
 	}
 	return kubelet.Unreadable, err.Error()

@@ -44,7 +44,9 @@ var liveMagic = map[int64]bool{unix.PROC_SUPER_MAGIC: true, unix.SYSFS_MAGIC: tr
 // present, and when p is absent on a host whose tree holding p was looked
 // at. It is false only for a capture that does not cover p:
 //   - the live host, and a directory root whose top-level tree (/proc,
-//     /sys, /dev...) is a real kernel or tmpfs mount, cover everything;
+//     /sys, /dev...) is a real kernel or tmpfs mount, cover everything
+//     but, for a root assembled from mounts (a pod's /host), the paths
+//     no mount under the root holds (NotGiven);
 //   - a recorded snapshot covers what its readers asked about (present or
 //     absent) and the children of the directories it listed;
 //   - any other tree (fixtures, corpus captures, tree archives such as the
@@ -52,6 +54,9 @@ var liveMagic = map[int64]bool{unix.PROC_SUPER_MAGIC: true, unix.SYSFS_MAGIC: tr
 func (r *Root) Covers(p string) bool {
 	if r.dir == "/" || r.Exists(p) {
 		return true
+	}
+	if _, ng := r.NotGiven(p); ng {
+		return false
 	}
 	p = path.Clean(p)
 	c := r.coverage()
@@ -148,4 +153,7 @@ func formatCoverage(absent, listed []string) []byte {
 type covState struct {
 	covOnce sync.Once
 	cov     *coverage
+
+	mountsOnce sync.Once
+	mounts     []string // mount points of this process, for NotGiven
 }

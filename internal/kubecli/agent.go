@@ -53,9 +53,11 @@ patch on nodes/status; create on events in namespace default.
 It reaches the API server as kubectl does (--kubeconfig, $KUBECONFIG,
 ~/.kube/config), else with the pod's service account. An API error never
 ends it: it backs off (1s doubling to 2m, with jitter) and keeps checking
-and serving metrics. SIGTERM ends it at once (exit 143, as it does every
-accel-doctor command); it exits 2 at start on a usage error (a root that
-cannot be examined, no node name, an address it cannot listen on).
+and serving metrics. SIGTERM or SIGINT is a normal stop (the kubelet
+stopping its pod): it lets the publication under way finish (5s at most),
+starts no other, stops serving and exits 0; a second signal ends it at once
+(128+N). It exits 2 at start on a usage error (a root that cannot be
+examined, no node name, an address it cannot listen on).
 
 Its cgroup layer judges the device policy of its own process, as check
 does without --pid: in a DaemonSet, the agent's container.`,
@@ -86,6 +88,13 @@ does without --pid: in a DaemonSet, the agent's container.`,
 			if err != nil {
 				return cli.UsageErr("--listen %s: %v", listen, err)
 			}
+			// The signal handler of cli.RunWith ends the process on the
+			// first SIGTERM with 143; a DaemonSet pod gets SIGTERM at every
+			// rollout and node drain, which is no failure. So the agent
+			// takes the signal as its context's end (cli.HandlesCancel)
+			// and stops in order: agent.Run lets the publication under way
+			// finish (bounded by Config.StopGrace), then the server stops.
+			cli.HandlesCancel()
 			fmt.Fprintf(g.Stderr(), "agent: node %s, every %v, metrics on http://%s/metrics\n", node, interval, ln.Addr())
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
@@ -97,15 +106,24 @@ does without --pid: in a DaemonSet, the agent's container.`,
 			// A daemon on every node: give back the image pages that
 			// start-up faulted in (cli.TrimImageLater).
 			cli.TrimImageLater()
+			served := false
 			select {
 			case <-ctx.Done():
+				fmt.Fprintln(g.Stderr(), "agent: stopping")
 			case err = <-serveErr:
+				served = true
 			}
 			cancel()
 			<-done
+			if !served {
+				// Serve returns once the scrapes in flight are answered
+				// (2s at most).
+				err = <-serveErr
+			}
 			if err != nil {
 				return cli.ExitErr(2, fmt.Errorf("serve metrics: %w", err))
 			}
+			fmt.Fprintln(g.Stderr(), "agent: stopped")
 			return nil
 		},
 	}

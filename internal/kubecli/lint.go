@@ -12,15 +12,18 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/accel-doctor/accel-doctor/internal/cli"
+	"github.com/accel-doctor/accel-doctor/internal/cluster"
 	"github.com/accel-doctor/accel-doctor/internal/lint"
 	"github.com/accel-doctor/accel-doctor/internal/report"
 )
 
 func newLintCmd(g *cli.Globals) *cobra.Command {
 	var (
-		files     []string
-		recursive bool
-		verbose   bool
+		files       []string
+		recursive   bool
+		verbose     bool
+		withCluster bool
+		opts        cluster.ConfigOptions
 	)
 	cmd := &cobra.Command{
 		Use:   "lint -f FILE|DIR|- [-f ...]",
@@ -34,12 +37,21 @@ privileged GPU containers, an NVIDIA RuntimeClass without a GPU, a GPU request
 without a toleration, a device-plugin resource beside a DRA claim of the same
 vendor, hostPath mounts of device nodes, VFIO without CAP_IPC_LOCK.
 
-It is offline: it reads only the files given (-f FILE, -f DIR for its *.yaml,
-*.yml and *.json files, -R to descend, -f - for stdin) and asks no API server, so
-what needs the cluster (does the RuntimeClass exist, which taints do the GPU nodes
-carry) is left out, and the rules that depend on it are WARN. A document of a
-kind lint does not read is reported as skipped (NOT_RUN). docs/lint.md lists the
-rules; accel-doctor explain LINT_... prints one.
+Without --cluster it is offline: it reads only the files given (-f FILE, -f DIR
+for its *.yaml, *.yml and *.json files, -R to descend, -f - for stdin) and asks no
+API server, so what needs the cluster (does the RuntimeClass exist, which taints
+do the GPU nodes carry) is left out, and the rules that depend on it are WARN. A
+document of a kind lint does not read is reported as skipped (NOT_RUN).
+
+With --cluster it also lists the cluster's RuntimeClasses, DeviceClasses and
+Nodes once (paged; it needs list on runtimeclasses.node.k8s.io,
+deviceclasses.resource.k8s.io and nodes, and writes nothing), reaching it as
+kubectl does (--kubeconfig, $KUBECONFIG, ~/.kube/config, the pod's service
+account; --context), and runs the LINT_CLUSTER_* rules: a RuntimeClass or
+DeviceClass that does not exist, a node selector no node matches, an extended
+resource no node advertises, a taint every fitting node carries and the pod does
+not tolerate. A LIST that fails leaves the rules that need it NOT_RUN with the
+error. docs/lint.md lists the rules; accel-doctor explain LINT_... prints one.
 
 Exit status: 1 when a rule FAILs, 0 otherwise, 2 on a usage error or when no
 document could be judged (empty input, or only kinds lint does not read).`,
@@ -48,18 +60,36 @@ document could be judged (empty input, or only kinds lint does not read).`,
 			if len(files) == 0 {
 				return cli.UsageErr("lint needs -f FILE, -f DIR or -f - (stdin)")
 			}
+			if !withCluster && (cmd.Flags().Changed("kubeconfig") || cmd.Flags().Changed("context")) {
+				return cli.UsageErr("--kubeconfig and --context are for --cluster: without it lint asks no API server")
+			}
 			inputs, err := readLintInputs(cmd, files, recursive)
 			if err != nil {
 				return err
 			}
-			res := lint.Lint(inputs)
+			var (
+				lc     *lint.Cluster
+				source string
+			)
+			if withCluster {
+				cfg, host, err := cluster.RESTConfig(opts)
+				if err != nil {
+					return cli.UsageErr("--cluster: %v", err)
+				}
+				cfg.UserAgent = "accel-doctor-lint"
+				if lc, err = lintCluster(cmd.Context(), cfg, host); err != nil {
+					return cli.UsageErr("--cluster: %v", err)
+				}
+				source = "; cluster " + host
+			}
+			res := lint.LintWith(inputs, lc)
 			names := make([]string, len(inputs))
 			for i, in := range inputs {
 				names[i] = in.Name
 			}
 			rep := &report.Report{
 				SchemaVersion: report.SchemaVersion, Tool: "accel-doctor " + cli.Version, Command: "lint",
-				Source: "manifests " + strings.Join(names, ", "), Generated: time.Now().UTC(),
+				Source: "manifests " + strings.Join(names, ", ") + source, Generated: time.Now().UTC(),
 				Layers: []report.Layer{report.LayerKube}, Devices: []report.Device{}, Findings: res.Findings,
 			}
 			if rep.Findings == nil {
@@ -83,6 +113,9 @@ document could be judged (empty input, or only kinds lint does not read).`,
 	fl.StringArrayVarP(&files, "filename", "f", nil, "a manifest file, a directory of them, or - for stdin (repeatable)")
 	fl.BoolVarP(&recursive, "recursive", "R", false, "with -f DIR: read its subdirectories too")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "text output: list every workload, the clean ones too")
+	fl.BoolVar(&withCluster, "cluster", false, "also check against the live API server: RuntimeClasses, DeviceClasses, nodes' labels, taints and allocatable resources (read-only)")
+	fl.StringVar(&opts.Kubeconfig, "kubeconfig", "", "with --cluster: path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then the in-cluster config)")
+	fl.StringVar(&opts.Context, "context", "", "with --cluster: the kubeconfig context to use")
 	g.AddOutputFlag(cmd)
 	return cmd
 }

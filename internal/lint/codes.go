@@ -34,9 +34,17 @@ const (
 	CodeHostPathDeviceBeside = "LINT_HOSTPATH_DEVICE_NODE_BESIDE_RESOURCE"
 	CodeHostPathDevWritable  = "LINT_HOSTPATH_DEV_WRITABLE"
 	CodeVFIOWithoutIPCLock   = "LINT_VFIO_WITHOUT_IPC_LOCK"
-	CodeKindSkipped          = "LINT_KIND_SKIPPED"
-	CodeDocumentMalformed    = "LINT_DOCUMENT_MALFORMED"
-	CodeDocumentTooLarge     = "LINT_DOCUMENT_TOO_LARGE"
+
+	// The cluster rules (lint --cluster): they need the API server.
+	CodeClusterRuntimeClassMissing   = "LINT_CLUSTER_RUNTIMECLASS_MISSING"
+	CodeClusterDeviceClassMissing    = "LINT_CLUSTER_DEVICECLASS_MISSING"
+	CodeClusterNoNodeMatches         = "LINT_CLUSTER_NO_NODE_MATCHES"
+	CodeClusterResourceNotAdvertised = "LINT_CLUSTER_RESOURCE_NOT_ADVERTISED"
+	CodeClusterTaintNotTolerated     = "LINT_CLUSTER_TAINT_NOT_TOLERATED"
+
+	CodeKindSkipped       = "LINT_KIND_SKIPPED"
+	CodeDocumentMalformed = "LINT_DOCUMENT_MALFORMED"
+	CodeDocumentTooLarge  = "LINT_DOCUMENT_TOO_LARGE"
 )
 
 // Codes is the catalog, in rule order.
@@ -135,7 +143,9 @@ scheduler's TaintToleration filter on those nodes ("had untolerated taint
 ExtendedResourceToleration admission plugin (GKE does) add the toleration
 {key: <resource>, operator: Exists, effect: NoSchedule} at admission for each
 extended resource requested, and clusters whose GPU nodes carry no such taint need
-none. Lint cannot see the taints offline, hence WARN.`,
+none. Lint cannot see the taints offline, hence WARN. With --cluster, once the
+nodes are read, this guess is not made: LINT_CLUSTER_TAINT_NOT_TOLERATED judges
+their real taints.`,
 	Remediation: "Add tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}] to the pod template; `kubectl describe node NODE` shows the taints the GPU nodes carry.",
 }, {
 	Code:   CodePluginAndDRA,
@@ -210,6 +220,82 @@ which lint cannot see: WARN. VFIO use is recognised by a resource name containin
 /dev/nvidia*, /dev/dri, /dev/kfd: opening and ioctl on them need no capability,
 and the RuntimeDefault seccomp profile allows ioctl and mmap; neither is flagged.`,
 	Remediation: "Add IPC_LOCK to securityContext.capabilities.add (it may stay beside drop: [ALL]; the runtime drops first, then adds).",
+}, {
+	Code:   CodeClusterRuntimeClassMissing,
+	Status: report.Fail,
+	Title:  "runtimeClassName names a RuntimeClass the cluster does not have: admission rejects the pod",
+	Explain: `With --cluster, lint lists the cluster's RuntimeClasses (node.k8s.io/v1) once.
+The RuntimeClass admission plugin (plugin/pkg/admission/runtimeclass, on by
+default) looks up the pod's runtimeClassName to set its overhead and scheduling,
+and rejects a pod whose RuntimeClass does not exist ("pod rejected: RuntimeClass
+... not found"). For a Deployment, a DaemonSet or a Job the object is accepted and
+every pod its controller creates is rejected: no pod appears, only the
+controller's events say why. A RuntimeClass created by the same input counts as
+existing. Offline there is no such rule (lint cannot know the cluster's
+RuntimeClasses); when the list cannot be read the rule is NOT_RUN with the API
+server's error.`,
+	Remediation: "Create the RuntimeClass (the NVIDIA GPU operator creates nvidia; `kubectl get runtimeclass` lists them), or set runtimeClassName to one that exists, or remove it to use the node's default runtime.",
+}, {
+	Code:   CodeClusterDeviceClassMissing,
+	Status: report.Fail,
+	Title:  "a ResourceClaim or ResourceClaimTemplate asks for a DeviceClass the cluster does not have: its pods cannot be scheduled",
+	Explain: `With --cluster, lint lists the cluster's DeviceClasses (resource.k8s.io/v1)
+once and checks the deviceClassName of every request (exactly and firstAvailable)
+of each ResourceClaim and ResourceClaimTemplate in the input. The API server
+accepts a claim whose class does not exist (validation does not look it up), and
+the scheduler's DynamicResources plugin cannot allocate it: every pod using the
+claim stays Pending until the class is created. DRA drivers create their classes
+when they are installed (gpu.nvidia.com by NVIDIA's DRA driver, for example), so
+a missing class usually means a driver not installed, or a typo. A DeviceClass
+created by the same input counts as existing. When the list cannot be read the
+rule is NOT_RUN with the API server's error.`,
+	Remediation: "Install the DRA driver that provides the class (`kubectl get deviceclass` lists those there are), or correct deviceClassName; `accel-doctor claim NS/NAME` explains a claim already created.",
+}, {
+	Code:   CodeClusterNoNodeMatches,
+	Status: report.Warn,
+	Title:  "no node of the cluster matches the pod's nodeSelector and required node affinity",
+	Explain: `With --cluster, lint lists the Nodes once (paged) and matches the pod's
+nodeSelector and requiredDuringSchedulingIgnoredDuringExecution node affinity
+against their labels with the scheduler's own matcher (component-helpers'
+nodeaffinity, what the NodeAffinity filter runs). When none matches, the pod stays
+Pending ("didn't match Pod's node affinity/selector"); a DaemonSet runs no pod. A
+WARN, not a FAIL: the set of nodes changes, and a cluster autoscaler scales node
+groups up from zero for such a pod (it reads the group's template labels, which
+the API server does not have). A pod with spec.nodeName is not judged: no
+scheduler filter runs for it. When the nodes cannot be listed the rule is NOT_RUN.`,
+	Remediation: "Compare the selector with the nodes' labels (`kubectl get nodes --show-labels`; Node Feature Discovery and the GPU operator label GPU nodes with nvidia.com/gpu.present=true); correct the selector or label the nodes.",
+}, {
+	Code:   CodeClusterResourceNotAdvertised,
+	Status: report.Warn,
+	Title:  "no node advertises the extended resource the pod asks for, or not as many",
+	Explain: `With --cluster, lint computes what the pod needs of each extended resource as
+the scheduler's NodeResourcesFit does (the sum over the containers and sidecars,
+or the largest init container's if that is more) and compares it with every
+node's status.allocatable. When no node advertises the resource (no device plugin
+registered it, or every device is unhealthy: allocatable 0), or none has as many,
+or only nodes that the pod's nodeSelector or node affinity excludes do, the pod
+stays Pending ("Insufficient nvidia.com/gpu"). What other pods hold already is not
+subtracted: the question is whether any node could ever fit the pod. A WARN: a
+cluster autoscaler may add a node that has it. When the nodes cannot be listed the
+rule is NOT_RUN.`,
+	Remediation: "`accel-doctor cluster` shows per node which resources are advertised and why not (plugin pods not Ready, hardware present but not advertised); `accel-doctor check` on a GPU node finds the broken layer. Or correct the resource name in the manifest.",
+}, {
+	Code:   CodeClusterTaintNotTolerated,
+	Status: report.Warn,
+	Title:  "every node that could fit the pod carries a taint it does not tolerate",
+	Explain: `With --cluster, the nodes that match the pod's selector and advertise enough
+of its extended resources are checked against its tolerations with the
+scheduler's own matcher (component-helpers' FindMatchingUntoleratedTaint over the
+NoSchedule and NoExecute taints, what the TaintToleration filter runs). The
+tolerations the pod gets without asking are counted: not-ready and unreachable
+NoExecute for every pod (the DefaultTolerationSeconds admission plugin), and for a
+DaemonSet the ones its controller adds. When every such node has a taint the pod
+does not tolerate, it stays Pending ("had untolerated taint"). This replaces the
+offline LINT_GPU_WITHOUT_TOLERATION guess when the nodes were read. Not counted:
+tolerations an admission webhook or the ExtendedResourceToleration plugin (off by
+default) would add. A WARN, as the node set changes. When the nodes cannot be
+listed the rule is NOT_RUN (and the offline guess is made).`,
+	Remediation: "Add a toleration for the taint named (tolerations: [{key: KEY, operator: Exists, effect: NoSchedule}]), or remove the taint from the nodes if no pod should be kept off them (`kubectl taint nodes NODE KEY-`).",
 }, {
 	Code:   CodeKindSkipped,
 	Status: report.NotRun,

@@ -10,4 +10,11 @@
 // (FuzzLint). Input is bounded: MaxInputBytes per input, MaxDocumentBytes
 // per document. The rules and their codes are Codes; docs/lint.md is
 // generated from them.
+//
+// The cluster rules (lint --cluster, the LINT_CLUSTER_* codes) judge the
+// workloads against a Cluster: the RuntimeClasses, DeviceClasses and Nodes
+// the caller listed (internal/kubecli does, with client-go), each with the
+// error of its LIST. This package still asks no API server; it matches
+// with the scheduler's own helpers (k8s.io/component-helpers' node
+// affinity and taint matching).
 package lint

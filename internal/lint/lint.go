@@ -35,11 +35,13 @@ type workload struct {
 	spec     *corev1.PodSpec
 	specPath string // the field path of spec in the object
 	ns       string
+	kind     string // Pod, Deployment, DaemonSet, ...
 }
 
 type item struct {
 	f *report.Finding
 	w *workload
+	c *claimDoc // a ResourceClaim or ResourceClaimTemplate (read by the cluster rules)
 }
 
 // claimKey names a ResourceClaim or ResourceClaimTemplate of the input.
@@ -53,12 +55,22 @@ type linter struct {
 	// classes are the DeviceClass names each claim (or claim template)
 	// of the input asks for.
 	classes map[claimKey][]string
+	// cluster is what --cluster read; nil offline.
+	cluster *Cluster
+	// defined are the RuntimeClasses and DeviceClasses the input itself
+	// creates: applied with it, they exist (the cluster rules count them).
+	defined map[string]map[string]bool
 }
 
 // Lint reads every input's documents and runs the rules on each workload.
 // It never fails: what cannot be read is a finding.
-func Lint(inputs []Input) *Result {
-	l := &linter{res: &Result{}, classes: map[claimKey][]string{}}
+func Lint(inputs []Input) *Result { return LintWith(inputs, nil) }
+
+// LintWith is Lint with the cluster rules over what c holds (lint
+// --cluster); c nil is Lint. The cluster is read by the caller: this
+// package touches no network.
+func LintWith(inputs []Input, c *Cluster) *Result {
+	l := &linter{res: &Result{}, classes: map[claimKey][]string{}, cluster: c, defined: map[string]map[string]bool{}}
 	for _, in := range inputs {
 		for _, d := range splitDocuments(in.Data) {
 			l.document(in.Name, d)
@@ -71,9 +83,16 @@ func Lint(inputs []Input) *Result {
 			l.res.Findings = append(l.res.Findings, *it.f)
 			continue
 		}
+		if it.c != nil {
+			l.deviceClassMissing(*it.c)
+			continue
+		}
 		before := len(l.res.Findings)
 		l.rules(*it.w)
-		if len(l.res.Findings) == before {
+		if c != nil {
+			l.clusterRules(*it.w)
+		}
+		if !anyVerdict(l.res.Findings[before:]) {
 			l.add(*it.w, CodeClean, fmt.Sprintf("%d container(s) read, no rule fired", countContainers(it.w.spec)), nil)
 		}
 	}
@@ -189,7 +208,9 @@ func (l *linter) object(source, where string, line int, j []byte, depth int) {
 			l.malformed(where, line, fmt.Errorf("%s: %v", tm.Kind, err))
 			return
 		}
-		l.classes[claimKey{"ResourceClaim", o.Namespace, o.Name}] = deviceClasses(o.Spec)
+		key := claimKey{"ResourceClaim", o.Namespace, o.Name}
+		l.classes[key] = deviceClasses(o.Spec)
+		l.items = append(l.items, item{c: &claimDoc{key: key, source: source, subject: subjectOf(tm.Kind, o.ObjectMeta), requests: classRequests(o.Spec, "spec")}})
 		return
 	case "resource.k8s.io/v1/ResourceClaimTemplate":
 		var o resourcev1.ResourceClaimTemplate
@@ -197,7 +218,9 @@ func (l *linter) object(source, where string, line int, j []byte, depth int) {
 			l.malformed(where, line, fmt.Errorf("%s: %v", tm.Kind, err))
 			return
 		}
-		l.classes[claimKey{"ResourceClaimTemplate", o.Namespace, o.Name}] = deviceClasses(o.Spec.Spec)
+		key := claimKey{"ResourceClaimTemplate", o.Namespace, o.Name}
+		l.classes[key] = deviceClasses(o.Spec.Spec)
+		l.items = append(l.items, item{c: &claimDoc{key: key, source: source, subject: subjectOf(tm.Kind, o.ObjectMeta), requests: classRequests(o.Spec.Spec, "spec.spec")}})
 		return
 	default:
 		l.skipped(source, tm, j)
@@ -208,7 +231,7 @@ func (l *linter) object(source, where string, line int, j []byte, depth int) {
 		return
 	}
 	l.res.Workloads++
-	l.items = append(l.items, item{w: &workload{source: source, subject: subjectOf(tm.Kind, meta), spec: spec, specPath: specPath, ns: meta.Namespace}})
+	l.items = append(l.items, item{w: &workload{source: source, subject: subjectOf(tm.Kind, meta), spec: spec, specPath: specPath, ns: meta.Namespace, kind: tm.Kind}})
 }
 
 func (l *linter) skipped(source string, tm typeMeta, j []byte) {
@@ -217,6 +240,14 @@ func (l *linter) skipped(source string, tm typeMeta, j []byte) {
 		Metadata metav1.ObjectMeta `json:"metadata"`
 	}
 	_ = json.Unmarshal(j, &o) // the name is for the subject only; a bad one leaves it empty
+	switch gvk := tm.APIVersion + "/" + tm.Kind; gvk {
+	case "node.k8s.io/v1/RuntimeClass", "resource.k8s.io/v1/DeviceClass":
+		// Not judged, but the input creates it (the cluster rules).
+		if l.defined[tm.Kind] == nil {
+			l.defined[tm.Kind] = map[string]bool{}
+		}
+		l.defined[tm.Kind][o.Metadata.Name] = true
+	}
 	f := finding(CodeKindSkipped, subjectOf(tm.Kind, o.Metadata),
 		fmt.Sprintf("%s %s is not a workload lint reads: not judged", tm.APIVersion, tm.Kind),
 		[]report.Evidence{{Path: "source", Value: source}})

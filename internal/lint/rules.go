@@ -312,6 +312,11 @@ func (l *linter) gpuWithoutToleration(w workload, cs []container) {
 	if !found {
 		return
 	}
+	if l.cluster != nil && l.cluster.NodesErr == nil {
+		// The nodes were read: LINT_CLUSTER_TAINT_NOT_TOLERATED judges
+		// their real taints instead of this guess.
+		return
+	}
 	for _, t := range w.spec.Tolerations {
 		keyOK := t.Key == "nvidia.com/gpu" || (t.Key == "" && t.Operator == corev1.TolerationOpExists)
 		effectOK := t.Effect == "" || t.Effect == corev1.TaintEffectNoSchedule

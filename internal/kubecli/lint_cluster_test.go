@@ -1,0 +1,81 @@
+package kubecli
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+func kubeconfigFor(t *testing.T, server string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(p, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: %q}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`, server)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Without --cluster lint sends nothing to the API server, even with a
+// kubeconfig in the environment; --kubeconfig without --cluster is a
+// usage error. (The cluster rules against a real API server are
+// e2e/lint's.)
+func TestLintWithoutClusterAsksNothing(t *testing.T) {
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		http.Error(w, "no", 500)
+	}))
+	defer srv.Close()
+	kc := kubeconfigFor(t, srv.URL)
+	t.Setenv("KUBECONFIG", kc)
+	if _, stderr, code := run(t, "lint", "-f", lintData+"planted-cluster", "-o", "json"); code != 0 || requests.Load() != 0 {
+		t.Errorf("offline lint: exit %d, %d request(s) to the API server: %s", code, requests.Load(), stderr)
+	}
+	if _, stderr, code := run(t, "lint", "--kubeconfig", kc, "-f", lintData+"planted-cluster"); code != 2 || !strings.Contains(stderr, "--cluster") {
+		t.Errorf("--kubeconfig without --cluster: exit %d, %s; want 2", code, stderr)
+	}
+}
+
+// An API server that refuses every LIST: each cluster rule that had
+// something to judge is NOT_RUN with the server's answer, nothing is
+// FAIL or WARN on its account, and the exit status is 0.
+func TestLintClusterUnreadableIsNotRun(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(403)
+		fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"forbidden: User \"dev\" cannot list %s","reason":"Forbidden","code":403}`, r.URL.Path)
+	}))
+	defer srv.Close()
+	stdout, stderr, code := run(t, "lint", "--cluster", "--kubeconfig", kubeconfigFor(t, srv.URL), "-f", lintData+"planted-cluster", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	notRun := map[string]bool{}
+	for c, st := range pluginCodes(t, stdout) {
+		if strings.HasPrefix(c, "LINT_CLUSTER_") {
+			if st != "NOT_RUN" {
+				t.Errorf("%s %s with every LIST refused", c, st)
+			}
+			notRun[c] = true
+		}
+	}
+	for _, c := range []string{"LINT_CLUSTER_RUNTIMECLASS_MISSING", "LINT_CLUSTER_DEVICECLASS_MISSING", "LINT_CLUSTER_NO_NODE_MATCHES", "LINT_CLUSTER_RESOURCE_NOT_ADVERTISED", "LINT_CLUSTER_TAINT_NOT_TOLERATED"} {
+		if !notRun[c] {
+			t.Errorf("%s is not reported NOT_RUN", c)
+		}
+	}
+	if !strings.Contains(stdout, `cannot list /apis/node.k8s.io/v1/runtimeclasses`) || !strings.Contains(stdout, "cannot list /api/v1/nodes") {
+		t.Errorf("the reasons do not carry the API server's answer:\n%s", stdout)
+	}
+}
