@@ -127,6 +127,14 @@ func judgeDRARegistration(out *Out, r *dra.Registration) {
 		out.Add("DRA_ENDPOINT_MISSING", report.Fail, name,
 			"driver "+name+"'s endpoint "+r.Endpoint.Path+" does not accept a connection ("+string(r.Endpoint.Dial.Answer)+")",
 			append(ev, Ev(r.Endpoint.Path, dialWhy(r.Endpoint.Dial)))...)
+		return
+	}
+	// A healthy registration says so: without it a driver the kubelet
+	// can use and a node where nothing was looked at read the same.
+	if !r.Unsupported && r.Live() {
+		out.Add("DRA_REGISTRATION_OK", report.Pass, name,
+			"driver "+name+" answers GetInfo on "+r.Name+" ("+strings.Join(r.Info.SupportedVersions, ", ")+") and its endpoint "+r.Endpoint.Path+" accepts a connection",
+			append(ev, Ev(r.Endpoint.Path, string(r.Endpoint.Dial.Answer)))...)
 	}
 }
 

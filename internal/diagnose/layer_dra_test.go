@@ -3,7 +3,9 @@ package diagnose
 import (
 	"testing"
 
+	"github.com/accel-doctor/accel-doctor/internal/dra"
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+	"github.com/accel-doctor/accel-doctor/internal/kubelet"
 	"github.com/accel-doctor/accel-doctor/internal/report"
 )
 
@@ -70,5 +72,44 @@ func TestDRALayer(t *testing.T) {
 		if f.Check == "kube.node" && f.Status != report.NotRun {
 			t.Errorf("kube.node on a tree without the kubelet: %s %s", f.Code, f.Status)
 		}
+	}
+}
+
+// judgeDRARegistration on each kind of registration: a live one is a PASS
+// naming the driver; each fault is its FAIL and never also the PASS.
+func TestDRARegistrationJudged(t *testing.T) {
+	info := func(versions ...string) *dra.PluginInfo {
+		return &dra.PluginInfo{Type: dra.TypeDRA, Name: "gpu.example.com", Endpoint: "/var/lib/kubelet/plugins/gpu.example.com/dra.sock", SupportedVersions: versions}
+	}
+	ep := func(a kubelet.Answer) *dra.Endpoint {
+		return &dra.Endpoint{Path: "/var/lib/kubelet/plugins/gpu.example.com/dra.sock", Absolute: true, Dial: kubelet.Dial{Answer: a}}
+	}
+	answered := kubelet.Dial{Method: "GetInfo", Answer: kubelet.Answered}
+	for _, c := range []struct {
+		name string
+		r    dra.Registration
+		want string
+	}{
+		{"live", dra.Registration{Dial: answered, Info: info("v1.DRAPlugin"), Endpoint: ep(dra.Connected)}, "DRA_REGISTRATION_OK PASS"},
+		{"endpoint refused", dra.Registration{Dial: answered, Info: info("v1.DRAPlugin"), Endpoint: ep(kubelet.Refused)}, "DRA_ENDPOINT_MISSING FAIL"},
+		{"unsupported", dra.Registration{Dial: answered, Info: info("1.0.0"), Endpoint: ep(dra.Connected), Unsupported: true}, "DRA_UNSUPPORTED_VERSION FAIL"},
+		{"dead", dra.Registration{Dial: kubelet.Dial{Method: "GetInfo", Answer: kubelet.Refused}}, "DRA_REGISTRATION_DEAD FAIL"},
+		{"a device plugin's", dra.Registration{Dial: answered, Info: &dra.PluginInfo{Type: "DevicePlugin", Name: "x"}}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.r.Path, c.r.Name, c.r.Type = "/var/lib/kubelet/plugins_registry/gpu.example.com-reg.sock", "gpu.example.com-reg.sock", "socket"
+			out := &Out{check: &Check{ID: "kube.dra", Layer: report.LayerKube}}
+			judgeDRARegistration(out, &c.r)
+			var got []string
+			for _, f := range out.findings {
+				got = append(got, f.Code+" "+string(f.Status))
+				if f.Status == report.Pass && f.Subject != "gpu.example.com" {
+					t.Errorf("%s names %q, want the driver", f.Code, f.Subject)
+				}
+			}
+			if c.want == "" && len(got) != 0 || c.want != "" && (len(got) != 1 || got[0] != c.want) {
+				t.Errorf("got %q, want %q", got, c.want)
+			}
+		})
 	}
 }

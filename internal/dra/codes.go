@@ -98,6 +98,18 @@ answers such an endpoint.`,
 	Remediation: "Compare the endpoint with the driver DaemonSet's hostPath mounts (`kubectl -n NAMESPACE get daemonset DRIVER -o yaml`), check `ls -l` of the path, and restart the driver pod.",
 	Facts:       "Registrations[i].Endpoint.Dial.Answer != Connected",
 }, {
+	Code:   "DRA_REGISTRATION_OK",
+	Status: "PASS",
+	Title:  "a DRA driver's registration answers GetInfo and its endpoint accepts connections",
+	Explain: `The socket in /var/lib/kubelet/plugins_registry answered GetInfo as a DRAPlugin
+with a gRPC service the kubelet speaks (v1.DRAPlugin or v1beta1.DRAPlugin), and the endpoint
+it names accepts a connection: what the kubelet's plugin watcher needs to register the driver
+(ValidatePlugin, RegisterPlugin in pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go) and its
+DRA manager to reach it. Whether the running kubelet did register it is not read (only
+NotifyRegistrationStatus, which is never called here, would say), and a connection proves a
+listener, not that NodePrepareResources works.`,
+	Facts: "Registrations[i].Live() && Info.Type == DRAPlugin && !Unsupported",
+}, {
 	Code:   "DRA_DRIVER_NOT_REGISTERED",
 	Status: "FAIL",
 	Title:  "a DRA driver serves on the node but is not registered with the kubelet",
