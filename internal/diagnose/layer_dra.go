@@ -88,6 +88,12 @@ func checkDRA(e *Env, out *Out) {
 			out.Add("DRA_CLAIM_CDI_UNRESOLVED", report.Fail, c.Claim,
 				"claim "+c.Claim+" ("+c.Driver+") was prepared with CDI device "+c.ID+": "+why,
 				Ev(n.StatePath, "claim "+c.ClaimUID+" device "+c.Device), Ev("CDI", c.Evidence))
+		case dra.ResolveUnknown:
+			// A spec directory could not be read: the device may be
+			// declared there. Not looked at is NOT_RUN, never silence.
+			out.NotRun("DRA_CLAIM_CDI_NOT_CHECKED", c.Claim,
+				"whether claim "+c.Claim+"'s CDI device "+c.ID+" resolves is not known", c.UnsureWhy,
+				Ev(n.StatePath, "claim "+c.ClaimUID+" device "+c.Device))
 		}
 	}
 	for _, d := range n.Double {

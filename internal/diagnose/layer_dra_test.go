@@ -1,6 +1,9 @@
 package diagnose
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/accel-doctor/accel-doctor/internal/dra"
@@ -112,4 +115,48 @@ func TestDRARegistrationJudged(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A prepared claim whose CDI device cannot be resolved because a spec
+// directory was not captured (the reboot tree without /var/run) is
+// NOT_RUN with the directory as its reason, never silence and never the
+// FAIL.
+func TestDRAClaimCDIUnknownIsNotRun(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(draNodes+"dra-reboot")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "var/run")); err != nil {
+		t.Fatal(err)
+	}
+	root, err := hostfs.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := runFixture(t, root, "dra-reboot-without-var-run", Options{Layers: []report.Layer{report.LayerKube}})
+	var notRun int
+	for _, f := range rep.Findings {
+		switch {
+		case f.Code == "DRA_CLAIM_CDI_UNRESOLVED":
+			t.Errorf("%s %s with /var/run/cdi not captured: %s", f.Code, f.Status, f.Summary)
+		case f.Code == "DRA_CLAIM_CDI_NOT_CHECKED":
+			notRun++
+			if f.Status != report.NotRun || !strings.Contains(f.Reason, "/var/run/cdi") {
+				t.Errorf("%s %s, reason %q: want NOT_RUN naming /var/run/cdi", f.Code, f.Status, f.Reason)
+			}
+		}
+	}
+	if notRun == 0 {
+		t.Errorf("no DRA_CLAIM_CDI_NOT_CHECKED; got %v", draCodesOf(rep))
+	}
+}
+
+func draCodesOf(rep *report.Report) []string {
+	var out []string
+	for _, f := range rep.Findings {
+		if f.Check == "kube.dra" {
+			out = append(out, f.Code+" "+string(f.Status))
+		}
+	}
+	return out
 }

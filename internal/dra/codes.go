@@ -45,6 +45,15 @@ whether the state was written before the current boot.`,
 	Remediation: "Restart the DRA driver's pod on this node so that it regenerates its specs (`kubectl -n NAMESPACE delete pod DRIVER-POD`), then delete the stuck pod so the claim is prepared again (`kubectl -n NAMESPACE delete pod POD`); check with `ls /var/run/cdi` and `accel-doctor cdi validate`.",
 	Facts:       "CDI[i].Resolve == Unresolved (Invalid: a driver answered a name that is not a qualified CDI name)",
 }, {
+	Code:   "DRA_CLAIM_CDI_NOT_CHECKED",
+	Status: "NOT_RUN",
+	Title:  "whether a prepared claim's CDI device resolves could not be checked",
+	Explain: `A CDI spec directory (/etc/cdi, /var/run/cdi) could not be listed, or a snapshot
+did not capture it: a spec there may or may not declare the claim's CDI device, so nothing is
+said of it. The reason names the directory.`,
+	Remediation: "Run `accel-doctor check` as root on the node itself, or take the snapshot again with `accel-doctor snapshot`.",
+	Facts:       "CDI[i].Resolve == ResolveUnknown",
+}, {
 	Code:   "DRA_STATE_FROM_EARLIER_BOOT",
 	Status: "PASS",
 	Title:  "the DRA state was last written before the current boot",
