@@ -29,8 +29,10 @@ const (
 	dpResource = "fake.example.com/gpu"
 )
 
-// scenarios are the mock's modes, and "stopped" (a healthy mock killed:
-// its sockets left behind), each against one node.
+// scenarios are the mock's modes, "stopped" (a healthy mock killed: its
+// sockets left behind) and "kubelet-restart" (a healthy mock across a
+// restart of the kubelet, and a claim's spec lost), each against one
+// node.
 var scenarios = map[string]func(t *testing.T, n *node){
 	"healthy":               healthy,
 	"not-registered":        notRegistered,
@@ -40,6 +42,7 @@ var scenarios = map[string]func(t *testing.T, n *node){
 	"empty-edits":           emptyEdits,
 	"stale-slice":           staleSlice,
 	"duplicate-with-plugin": duplicateWithPlugin,
+	"kubelet-restart":       kubeletRestart,
 }
 
 // helpModes are the DRA modes `accel-doctor-kube plugin mock --help` lists
@@ -396,5 +399,68 @@ func assertStateDevices(t *testing.T, n *node, name string, want []string) {
 	}
 	if want != nil {
 		t.Errorf("the kubelet's DRA state has no claim %s (%d claims)", name, len(claims))
+	}
+}
+
+// kubeletRestart: a healthy driver with a prepared claim, then a kubelet
+// restart. The new plugin watcher registers the registration socket it
+// finds (traversePluginDir: a socket older than the kubelet is no fault),
+// and the new DRA plugin manager's start-up wipe deletes the node's slices
+// (the driver publishes its slice again 30 s later, its controller's sync
+// delay); check finds nothing wrong. Then the claim's spec is removed, as a reboot
+// empties /var/run/cdi: the kubelet's state still says prepared, and check
+// names the unresolvable CDI device. The restarted kubelet restored the
+// claim as not prepared (newClaimInfoFromState), so preparing the pod
+// again calls the driver, which writes the spec again, and check is clean:
+// the remediation DRA_CLAIM_CDI_UNRESOLVED gives.
+func kubeletRestart(t *testing.T, n *node) {
+	n.startMock(driver, "healthy")
+	n.waitRegistered(driver)
+	if _, err := n.waitSlices(driver, 1); err != nil {
+		t.Fatal(err)
+	}
+	pod := n.claimPod("restart", "claim", driver, "dev-0")
+	ids, err := n.prepare(pod)
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("PrepareResources: CDI devices %q, %v; want one", ids, err)
+	}
+	spec := filepath.Join(n.cdiDir, "k8s."+driver+"-claim_"+claimUID(t, n, pod)+".json")
+
+	n.restart()
+	t.Logf("registered again %v after the restart, from the socket already there", n.waitRegistered(driver).Round(time.Millisecond))
+	// The wipe is at once; the driver's ResourceSlice controller makes
+	// the slice again only after its sync delay (30 s,
+	// resourceslice.DefaultSyncDelay; measured here: 30.0 s), which this
+	// test does not wait for.
+	took, err := n.waitSlices(driver, 0)
+	if err != nil {
+		t.Fatalf("the restarted kubelet's start-up wipe: %v", err)
+	}
+	t.Logf("the restarted kubelet wiped the node's ResourceSlices in %v", took.Round(time.Millisecond))
+	got, raw := n.check()
+	if b := bad(got); len(b) > 0 {
+		t.Errorf("check --layer kube after a kubelet restart: want no FAIL or WARN, got:\n%s\n%s", summarize(b), raw)
+	}
+	if f := find(got, "DRA_REGISTRATION_OK", driver); f == nil || f.Status != "PASS" {
+		t.Errorf("check --layer kube after a kubelet restart: want DRA_REGISTRATION_OK PASS naming %s; got:\n%s", driver, summarize(got))
+	}
+
+	if err := os.Remove(spec); err != nil {
+		t.Fatal(err)
+	}
+	got, raw = n.check()
+	if f := find(got, "DRA_CLAIM_CDI_UNRESOLVED", ids[0]); f == nil || f.Status != "FAIL" || f.Subject != "restart/claim" {
+		t.Errorf("check --layer kube with the claim's spec gone: want DRA_CLAIM_CDI_UNRESOLVED FAIL for restart/claim naming %s; got:\n%s\n%s", ids[0], summarize(got), raw)
+	}
+	again, err := n.prepare(pod)
+	if err != nil || !slices.Equal(again, ids) {
+		t.Fatalf("PrepareResources after the restart: CDI devices %q, %v; want %q", again, err, ids)
+	}
+	if _, err := os.Stat(spec); err != nil {
+		t.Fatalf("the restarted kubelet's PrepareResources should have had the driver write the spec again: %v", err)
+	}
+	got, raw = n.check()
+	if b := bad(got); len(b) > 0 {
+		t.Errorf("check --layer kube once the claim is prepared again: want no FAIL or WARN, got:\n%s\n%s", summarize(b), raw)
 	}
 }

@@ -28,6 +28,11 @@ import (
 	"github.com/accel-doctor/accel-doctor/e2e/harness"
 )
 
+// This file is not a _test.go file so that `go build ./...` (which .ci/run
+// runs first, to have the e2e module compiled before go test's timeout
+// starts) compiles the kubelet packages it wires: pkg/kubelet/cm/dra and
+// pkg/kubelet/pluginmanager are imported by nothing else of the module.
+
 // wait bounds each wait of a scenario.
 const wait = 20 * time.Second
 
@@ -75,6 +80,7 @@ type node struct {
 	dm       *dra.Manager
 	plugins  *draplugin.DRAPluginManager
 	events   *record.FakeRecorder
+	stop     func()
 
 	mu   sync.Mutex
 	pods map[types.UID]*corev1.Pod
@@ -122,45 +128,8 @@ func startNode(t *testing.T, c *apiserver.Cluster, name string) *node {
 		t.Fatal(err)
 	}
 
-	logger := klog.Background()
-	dm, err := dra.NewManager(logger, c.Client, n.kdir)
-	if err != nil {
-		t.Fatalf("dra.NewManager: %v", err)
-	}
-	runCtx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
-	getNode := func(ctx context.Context) (*corev1.Node, error) {
-		return c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-	}
-	if err := dm.Start(runCtx, n.activePods, getNode, sourcesReady{}); err != nil {
-		cancel()
-		t.Fatalf("DRA manager Start: %v", err)
-	}
-	h := dm.GetWatcherHandler()
-	plugins, ok := h.(*draplugin.DRAPluginManager)
-	if !ok {
-		cancel()
-		dm.Stop()
-		t.Fatalf("the DRA manager's watcher handler is a %T, not the DRAPluginManager", h)
-	}
-	n.dm, n.plugins = dm, plugins
-	// The plugin manager's recorder (operationexecutor) records a Node
-	// event when a registration fails; kept and logged.
-	n.events = record.NewFakeRecorder(1000)
-	pm := pluginmanager.NewPluginManager(n.registry, n.events)
-	pm.AddHandler(pluginwatcherapi.DRAPlugin, h)
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		pm.Run(runCtx, sourcesReady{}, stop)
-	}()
-	t.Cleanup(func() {
-		close(stop)
-		<-done
-		cancel()
-		dm.Stop()
-		n.logEvents()
-	})
+	n.startKubelet()
+	t.Cleanup(n.stopKubelet)
 
 	took, err := apiserver.WaitFor(cx, wait, func(ctx context.Context) (bool, error) {
 		_, err := c.Client.ResourceV1().ResourceSlices().Get(ctx, sentinel.Name, metav1.GetOptions{})
@@ -174,6 +143,71 @@ func startNode(t *testing.T, c *apiserver.Cluster, name string) *node {
 	}
 	t.Logf("the DRA plugin manager's start-up wipe deleted the node's stale ResourceSlice in %v", took.Round(time.Millisecond))
 	return n
+}
+
+// startKubelet makes and starts the DRA manager and the plugin manager,
+// as a kubelet process does at its start.
+func (n *node) startKubelet() {
+	n.t.Helper()
+	logger := klog.Background()
+	dm, err := dra.NewManager(logger, n.c.Client, n.kdir)
+	if err != nil {
+		n.t.Fatalf("dra.NewManager: %v", err)
+	}
+	runCtx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+	getNode := func(ctx context.Context) (*corev1.Node, error) {
+		return n.c.Client.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
+	}
+	if err := dm.Start(runCtx, n.activePods, getNode, sourcesReady{}); err != nil {
+		cancel()
+		n.t.Fatalf("DRA manager Start: %v", err)
+	}
+	h := dm.GetWatcherHandler()
+	plugins, ok := h.(*draplugin.DRAPluginManager)
+	if !ok {
+		cancel()
+		dm.Stop()
+		n.t.Fatalf("the DRA manager's watcher handler is a %T, not the DRAPluginManager", h)
+	}
+	// The plugin manager's recorder (operationexecutor) records a Node
+	// event when a registration fails; kept and logged.
+	events := record.NewFakeRecorder(1000)
+	pm := pluginmanager.NewPluginManager(n.registry, events)
+	pm.AddHandler(pluginwatcherapi.DRAPlugin, h)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pm.Run(runCtx, sourcesReady{}, stop)
+	}()
+	n.dm, n.plugins, n.events = dm, plugins, events
+	n.stop = func() {
+		close(stop)
+		<-done
+		cancel()
+		dm.Stop()
+		n.logEvents()
+	}
+}
+
+// stopKubelet stops what startKubelet started, as the kubelet's exit
+// does: the sockets and the DRA state stay.
+func (n *node) stopKubelet() {
+	if n.stop != nil {
+		n.stop()
+		n.stop = nil
+	}
+}
+
+// restart is a kubelet restart: the DRA side and the device manager stop,
+// and new ones start over the same directories (the new DRA manager reads
+// dra_manager_state; the new plugin watcher finds the registration sockets
+// already there).
+func (n *node) restart() {
+	n.t.Helper()
+	n.stopKubelet()
+	n.k.Restart()
+	n.startKubelet()
 }
 
 func (n *node) activePods() []*corev1.Pod {
