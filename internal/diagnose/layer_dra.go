@@ -79,15 +79,19 @@ func checkDRA(e *Env, out *Out) {
 		switch c.Resolve {
 		case dra.Unresolved, dra.Invalid:
 			why := "no CDI spec in " + strings.Join(n.CDIDirs, ", ") + " declares it"
-			if c.Resolve == dra.Invalid {
+			ev := []report.Evidence{Ev(n.StatePath, "claim "+c.ClaimUID+" device "+c.Device), Ev("CDI", c.Evidence)}
+			switch {
+			case c.Resolve == dra.Invalid:
 				why = "not a qualified CDI device name"
+			case c.Rejected != "":
+				why = "the spec that declares it is refused by the CDI library (" + c.Rejected + ")"
+				ev = append(ev, Ev("rejected spec", c.Rejected))
 			}
 			if n.WrittenBeforeBoot {
 				why += " (the state was written before this boot: /var/run/cdi is a tmpfs)"
 			}
 			out.Add("DRA_CLAIM_CDI_UNRESOLVED", report.Fail, c.Claim,
-				"claim "+c.Claim+" ("+c.Driver+") was prepared with CDI device "+c.ID+": "+why,
-				Ev(n.StatePath, "claim "+c.ClaimUID+" device "+c.Device), Ev("CDI", c.Evidence))
+				"claim "+c.Claim+" ("+c.Driver+") was prepared with CDI device "+c.ID+": "+why, ev...)
 		case dra.ResolveUnknown:
 			// A spec directory could not be read: the device may be
 			// declared there. Not looked at is NOT_RUN, never silence.
