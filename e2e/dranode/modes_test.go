@@ -254,7 +254,8 @@ func noCDISpec(t *testing.T, n *node) {
 }
 
 // emptyEdits: prepared, the spec written, but its device has no edits:
-// the CDI library refuses it, so the ID does not resolve.
+// the CDI library refuses the file, so the ID does not resolve; check
+// names the refused spec and the library's words.
 func emptyEdits(t *testing.T, n *node) {
 	n.startMock(driver, "empty-edits")
 	n.waitRegistered(driver)
@@ -267,8 +268,9 @@ func emptyEdits(t *testing.T, n *node) {
 		t.Fatalf("empty-edits should write the claim's spec: %v", m)
 	}
 	got, raw := n.check()
-	if f := find(got, "DRA_CLAIM_CDI_UNRESOLVED", ids[0]); f == nil || f.Status != "FAIL" {
-		t.Errorf("check --layer kube: want DRA_CLAIM_CDI_UNRESOLVED FAIL naming %s; got:\n%s\n%s", ids[0], summarize(got), raw)
+	f := find(got, "DRA_CLAIM_CDI_UNRESOLVED", ids[0])
+	if f == nil || f.Status != "FAIL" || !strings.Contains(f.Summary, "empty device edits") {
+		t.Errorf("check --layer kube: want DRA_CLAIM_CDI_UNRESOLVED FAIL naming %s and the CDI library's \"empty device edits\"; got:\n%s\n%s", ids[0], summarize(got), raw)
 	}
 }
 
