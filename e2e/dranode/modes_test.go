@@ -136,7 +136,9 @@ func healthy(t *testing.T, n *node) {
 	if _, err := os.Stat(spec); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("after NodeUnprepareResources the claim's spec should be gone: %v", err)
 	}
-	assertStateDevices(t, n, "claim", nil)
+	if cl := stateClaim(t, n, "claim"); cl != nil {
+		t.Errorf("after UnprepareResources the kubelet's DRA state still holds claim %s: %+v", cl.ClaimName, *cl)
+	}
 
 	if code := p.Stop(); code != 0 {
 		t.Errorf("plugin mock --dra: exit %d after SIGTERM, want 0", code)
@@ -367,11 +369,15 @@ func claimUID(t *testing.T, n *node, pod *corev1.Pod) string {
 	return string(c.UID)
 }
 
-// assertStateDevices reads the DRA manager's checkpoint with the kubelet's
-// own checkpointer (pkg/kubelet/cm/dra/state) and checks that claim name
-// is in it with exactly these CDI device IDs (nil: in it with none).
-func assertStateDevices(t *testing.T, n *node, name string, want []string) {
+// stateClaim reads the DRA manager's checkpoint with the kubelet's own
+// checkpointer (pkg/kubelet/cm/dra/state) and returns claim name's entry,
+// nil when there is none.
+func stateClaim(t *testing.T, n *node, name string) *state.ClaimInfoState {
 	t.Helper()
+	if _, err := os.Stat(n.statePath()); err != nil {
+		// GetOrCreate would write one: the kubelet writes it at start.
+		t.Fatalf("the kubelet's DRA state: %v", err)
+	}
 	cp, err := state.NewCheckpointer(n.kdir, "dra_manager_state")
 	if err != nil {
 		t.Fatal(err)
@@ -384,23 +390,33 @@ func assertStateDevices(t *testing.T, n *node, name string, want []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, cl := range claims {
-		if cl.ClaimName != name {
-			continue
+	for i := range claims {
+		if claims[i].ClaimName == name {
+			return &claims[i]
 		}
-		var got []string
-		for _, ds := range cl.DriverState {
-			for _, d := range ds.Devices {
-				got = append(got, d.CDIDeviceIDs...)
-			}
-		}
-		if !slices.Equal(got, want) {
-			t.Errorf("the kubelet's DRA state: claim %s has CDI devices %q, want %q", name, got, want)
-		}
+	}
+	return nil
+}
+
+// assertStateDevices checks that the kubelet's DRA state holds claim name
+// with exactly these CDI device IDs (nil: none, as after a refused
+// prepare: the DRA manager checkpoints the claim before it calls the
+// driver).
+func assertStateDevices(t *testing.T, n *node, name string, want []string) {
+	t.Helper()
+	cl := stateClaim(t, n, name)
+	if cl == nil {
+		t.Errorf("the kubelet's DRA state has no claim %s", name)
 		return
 	}
-	if want != nil {
-		t.Errorf("the kubelet's DRA state has no claim %s (%d claims)", name, len(claims))
+	var got []string
+	for _, ds := range cl.DriverState {
+		for _, d := range ds.Devices {
+			got = append(got, d.CDIDeviceIDs...)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("the kubelet's DRA state: claim %s has CDI devices %q, want %q", name, got, want)
 	}
 }
 
