@@ -323,6 +323,15 @@ func duplicateWithPlugin(t *testing.T, n *node) {
 	if _, err := n.k.WaitCount(ctx(t), dpResource, 2, 2); err != nil {
 		t.Fatal(err)
 	}
+	// The manager updates its counts before it writes the checkpoint
+	// (genericDeviceUpdateCallback): wait for the file check reads.
+	cp := filepath.Join(n.k.Dir, harness.CheckpointFile)
+	if _, err := apiserver.WaitFor(ctx(t), wait, func(context.Context) (bool, error) {
+		b, err := os.ReadFile(cp)
+		return err == nil && strings.Contains(string(b), `"mock-0"`) && strings.Contains(string(b), `"mock-1"`), nil
+	}); err != nil {
+		t.Fatalf("the device manager's checkpoint %s does not register mock-0 and mock-1: %v", cp, err)
+	}
 	n.startMock(driver, "duplicate-with-plugin")
 	n.waitRegistered(driver)
 	pod := n.claimPod("duplicate", "claim", driver, "mock-0")
