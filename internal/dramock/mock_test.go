@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -256,5 +257,52 @@ func TestCodesRemediations(t *testing.T) {
 				t.Errorf("%s: remediation names %q", c.Code, w)
 			}
 		}
+	}
+}
+
+// The kubelet side's NotifyRegistrationStatus is reported: REGISTERED when
+// it says registered (the tester says so once GetInfo validated), so that
+// a caller knows when the registration is complete, not only that the
+// socket serves.
+func TestRegisteredEvent(t *testing.T) {
+	e := newEnv(t)
+	var mu sync.Mutex
+	var kinds []string
+	m, err := New(Config{Driver: "gpu.example.com", Devices: 2, Mode: ModeHealthy, RegistryDir: e.reg,
+		PluginDir: filepath.Join(e.plugins, "gpu.example.com"), CDIDir: e.cdi}, nil, func(ev Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		kinds = append(kinds, ev.Kind+" "+ev.Detail)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("mock: %v", err)
+		}
+	}()
+	for i := 0; ; i++ {
+		if _, err := os.Stat(filepath.Join(e.reg, "gpu.example.com-reg.sock")); err == nil {
+			break
+		}
+		if i > 500 {
+			t.Fatal("the mock never made its registration socket")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	res := runTest(t, e, TestOptions{Samples: 1})
+	if bad := found(res, report.Fail); len(bad) != 0 {
+		t.Fatalf("healthy mock: %v", bad)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := "REGISTERED " + filepath.Join(e.reg, "gpu.example.com-reg.sock")
+	if !slices.Contains(kinds, want) {
+		t.Errorf("events %q: want %q", kinds, want)
 	}
 }
