@@ -108,7 +108,7 @@ func TestMockModesAgainstTheKubelet(t *testing.T) {
 // and its slice is gone.
 func healthy(t *testing.T, n *node) {
 	p := n.startMock(driver, "healthy")
-	t.Logf("registered with the kubelet's DRA plugin manager %v after REGISTRATION", n.waitRegistered(driver).Round(time.Millisecond))
+	t.Logf("registered by the kubelet %v after the socket served (the plugin manager's reconciler looks every second)", n.waitRegistered(p, driver, 1).Round(time.Millisecond))
 	if _, err := n.waitSlices(driver, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func notRegistered(t *testing.T, n *node) {
 // check names the dead registration socket.
 func stopped(t *testing.T, n *node) {
 	p := n.startMock(driver, "healthy")
-	n.waitRegistered(driver)
+	n.waitRegistered(p, driver, 1)
 	if err := syscall.Kill(p.Pid(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -223,8 +223,8 @@ func stopped(t *testing.T, n *node) {
 // DRA_PLUGIN_PREPARE_FAILED and the pod's events), and must not make a
 // FAIL of it.
 func prepareError(t *testing.T, n *node) {
-	n.startMock(driver, "prepare-error")
-	n.waitRegistered(driver)
+	p := n.startMock(driver, "prepare-error")
+	n.waitRegistered(p, driver, 1)
 	pod := n.claimPod("prepare-error", "claim", driver, "dev-0")
 	_, err := n.prepare(pod)
 	if want := "prepare dynamic resources: NodePrepareResources failed for ResourceClaim claim: mock: preparation refused"; err == nil || err.Error() != want {
@@ -243,8 +243,8 @@ func prepareError(t *testing.T, n *node) {
 // device (it does not resolve CDI names: the runtime does); no spec
 // declares it; check names the unresolvable ID.
 func noCDISpec(t *testing.T, n *node) {
-	n.startMock(driver, "no-cdi-spec")
-	n.waitRegistered(driver)
+	p := n.startMock(driver, "no-cdi-spec")
+	n.waitRegistered(p, driver, 1)
 	pod := n.claimPod("no-cdi-spec", "claim", driver, "dev-0")
 	ids, err := n.prepare(pod)
 	if err != nil || len(ids) != 1 {
@@ -264,8 +264,8 @@ func noCDISpec(t *testing.T, n *node) {
 // the CDI library refuses the file, so the ID does not resolve; check
 // names the refused spec and the library's words.
 func emptyEdits(t *testing.T, n *node) {
-	n.startMock(driver, "empty-edits")
-	n.waitRegistered(driver)
+	p := n.startMock(driver, "empty-edits")
+	n.waitRegistered(p, driver, 1)
 	pod := n.claimPod("empty-edits", "claim", driver, "dev-0")
 	ids, err := n.prepare(pod)
 	if err != nil || len(ids) != 1 {
@@ -289,7 +289,7 @@ func emptyEdits(t *testing.T, n *node) {
 // cluster's; `accel-doctor dra` reads slices).
 func staleSlice(t *testing.T, n *node) {
 	p := n.startMock(driver, "stale-slice")
-	n.waitRegistered(driver)
+	n.waitRegistered(p, driver, 1)
 	if _, err := n.waitSlices(driver, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -337,8 +337,8 @@ func duplicateWithPlugin(t *testing.T, n *node) {
 	}); err != nil {
 		t.Fatalf("the device manager's checkpoint %s does not register mock-0 and mock-1: %v", cp, err)
 	}
-	n.startMock(driver, "duplicate-with-plugin")
-	n.waitRegistered(driver)
+	p := n.startMock(driver, "duplicate-with-plugin")
+	n.waitRegistered(p, driver, 1)
 	pod := n.claimPod("duplicate", "claim", driver, "mock-0")
 	ids, err := n.prepare(pod)
 	if err != nil || len(ids) != 1 {
@@ -446,8 +446,8 @@ func assertStateDevices(t *testing.T, n *node, name string, want []string) {
 // again calls the driver, which writes the spec again, and check is clean:
 // the remediation DRA_CLAIM_CDI_UNRESOLVED gives.
 func kubeletRestart(t *testing.T, n *node) {
-	n.startMock(driver, "healthy")
-	n.waitRegistered(driver)
+	p := n.startMock(driver, "healthy")
+	n.waitRegistered(p, driver, 1)
 	if _, err := n.waitSlices(driver, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -459,7 +459,7 @@ func kubeletRestart(t *testing.T, n *node) {
 	spec := filepath.Join(n.cdiDir, "k8s."+driver+"-claim_"+claimUID(t, n, pod)+".json")
 
 	n.restart()
-	t.Logf("registered again %v after the restart, from the socket already there", n.waitRegistered(driver).Round(time.Millisecond))
+	t.Logf("registered again %v after the restart, from the socket already there", n.waitRegistered(p, driver, 2).Round(time.Millisecond))
 	// The wipe is at once; the driver's ResourceSlice controller makes
 	// the slice again only after its sync delay (30 s,
 	// resourceslice.DefaultSyncDelay; measured here: 30.0 s), which this

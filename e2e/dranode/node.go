@@ -237,7 +237,8 @@ func (n *node) logEvents() {
 // per-claim CDI specs in ROOT/var/run/cdi, and the API server's
 // kubeconfig (it publishes a ResourceSlice for the node and reads claims
 // from the API server, as a real driver does). It waits for SERVING and,
-// unless the mode makes none, REGISTRATION.
+// unless the mode makes none, REGISTRATION; waitRegistered waits for the
+// kubelet's side.
 func (n *node) startMock(driver, mode string, extra ...string) *harness.Proc {
 	n.t.Helper()
 	args := append([]string{"plugin", "mock", "--dra", "--driver", driver, "--mode", mode, "--devices", "2",
@@ -256,21 +257,23 @@ func (n *node) startMock(driver, mode string, extra ...string) *harness.Proc {
 	return p
 }
 
-// waitRegistered waits until the kubelet's DRA plugin manager hands out a
-// plugin for driver (GetPlugin, what the DRA manager asks before every
-// NodePrepareResources), and says how long that took.
-func (n *node) waitRegistered(driver string) time.Duration {
+// waitRegistered waits until the kubelet has registered driver, and says
+// how long that took: the mock's REGISTERED line (n-th of them), printed
+// when the kubelet's plugin watcher told it so (NotifyRegistrationStatus,
+// the last step of the registration: the watcher hands the driver to the
+// DRA handler first, and takes it back if the notification fails), and
+// then the DRA plugin manager handing out a plugin for it (GetPlugin,
+// what the DRA manager asks before every NodePrepareResources).
+func (n *node) waitRegistered(p *harness.Proc, driver string, nth int) time.Duration {
 	n.t.Helper()
 	start := time.Now()
-	var err error
-	for time.Since(start) < wait {
-		if _, err = n.plugins.GetPlugin(driver); err == nil {
-			return time.Since(start)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if _, err := p.WaitLine(ctx(n.t), "REGISTERED "+driver+" ", nth); err != nil {
+		n.t.Fatal(err)
 	}
-	n.t.Fatalf("the kubelet's DRA plugin manager did not register %s in %v: %v", driver, wait, err)
-	return 0
+	if _, err := n.plugins.GetPlugin(driver); err != nil {
+		n.t.Fatalf("the kubelet notified %s that it is registered, yet its DRA plugin manager has none: %v", driver, err)
+	}
+	return time.Since(start)
 }
 
 // claimPod creates ResourceClaim ns/name with one request "dev", allocates
