@@ -209,11 +209,18 @@ func (m *Mock) Run(ctx context.Context) error {
 		m.notify(Event{"REGISTRATION", filepath.Join(c.RegistryDir, c.Driver+"-reg.sock")})
 	}
 	if c.Kube != nil {
-		if err := h.PublishResources(ctx, m.resources()); err != nil {
+		err := h.PublishResources(ctx, m.resources())
+		switch {
+		case err != nil && ctx.Err() != nil:
+			// Stopped while the ResourceSlice controller was starting
+			// (its informer's first sync waits on the API server): a
+			// stop asked for, not a failure; nothing was published.
+		case err != nil:
 			h.Stop()
 			return fmt.Errorf("publish ResourceSlice: %w", err)
+		default:
+			m.notify(Event{"PUBLISHED", fmt.Sprintf("%d devices in pool %s", c.Devices, c.NodeName)})
 		}
-		m.notify(Event{"PUBLISHED", fmt.Sprintf("%d devices in pool %s", c.Devices, c.NodeName)})
 	}
 	<-ctx.Done()
 	h.Stop()
