@@ -191,6 +191,7 @@ func notRegistered(t *testing.T, n *node) {
 func stopped(t *testing.T, n *node) {
 	p := n.startMock(driver, "healthy")
 	n.waitRegistered(p, driver, 1)
+	n.killed[p] = true
 	if err := syscall.Kill(p.Pid(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

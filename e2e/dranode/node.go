@@ -84,6 +84,9 @@ type node struct {
 
 	mu   sync.Mutex
 	pods map[types.UID]*corev1.Pod
+	// killed are the mocks a scenario killed (SIGKILL): no exit status
+	// is asked of them.
+	killed map[*harness.Proc]bool
 }
 
 // sourcesReady is the kubelet's config.SourcesReady once every pod source
@@ -99,7 +102,7 @@ func startNode(t *testing.T, c *apiserver.Cluster, name string) *node {
 	t.Helper()
 	k := harness.Start(t, harness.Options{})
 	n := &node{t: t, k: k, c: c, name: name, kdir: filepath.Join(k.Root, "var/lib/kubelet"),
-		cdiDir: filepath.Join(k.Root, "var/run/cdi"), pods: map[types.UID]*corev1.Pod{}}
+		cdiDir: filepath.Join(k.Root, "var/run/cdi"), pods: map[types.UID]*corev1.Pod{}, killed: map[*harness.Proc]bool{}}
 	n.registry = filepath.Join(n.kdir, "plugins_registry")
 	// ROOT/etc: a node has one (its /etc/cdi may be absent); a root
 	// without /etc is a capture that did not take it, and check then
@@ -245,6 +248,13 @@ func (n *node) startMock(driver, mode string, extra ...string) *harness.Proc {
 		"--plugins-registry", n.registry, "--plugin-dir", pluginsDir + "/" + driver, "--cdi-dir", n.cdiDir,
 		"--node-name", n.name, "--kubeconfig", n.c.Kubeconfig}, extra...)
 	p := harness.StartAccelDoctor(n.t, args...)
+	// Runs before StartAccelDoctor's own cleanup: a stop is SIGTERM, and
+	// the mock must exit 0 after it, also when it is still starting.
+	n.t.Cleanup(func() {
+		if code := p.Stop(); code != 0 && !n.killed[p] {
+			n.t.Errorf("plugin mock --dra --mode %s: exit %d after SIGTERM, want 0", mode, code)
+		}
+	})
 	cx := ctx(n.t)
 	if _, err := p.WaitLine(cx, "SERVING "+driver+" ", 1); err != nil {
 		n.t.Fatal(err)
