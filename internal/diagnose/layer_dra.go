@@ -80,15 +80,25 @@ func checkDRA(e *Env, out *Out) {
 		switch c.Resolve {
 		case dra.Unresolved, dra.Invalid:
 			why := "no CDI spec in " + strings.Join(n.CDIDirs, ", ") + " declares it"
-			if c.Resolve == dra.Invalid {
+			ev := []report.Evidence{Ev(n.StatePath, "claim "+c.ClaimUID+" device "+c.Device), Ev("CDI", c.Evidence)}
+			switch {
+			case c.Resolve == dra.Invalid:
 				why = "not a qualified CDI device name"
+			case c.Rejected != "":
+				why = "the spec that declares it is refused by the CDI library (" + c.Rejected + ")"
+				ev = append(ev, Ev("rejected spec", c.Rejected))
 			}
 			if n.WrittenBeforeBoot {
 				why += " (the state was written before this boot: /var/run/cdi is a tmpfs)"
 			}
 			out.Add("DRA_CLAIM_CDI_UNRESOLVED", report.Fail, c.Claim,
-				"claim "+c.Claim+" ("+c.Driver+") was prepared with CDI device "+c.ID+": "+why,
-				Ev(n.StatePath, "claim "+c.ClaimUID+" device "+c.Device), Ev("CDI", c.Evidence))
+				"claim "+c.Claim+" ("+c.Driver+") was prepared with CDI device "+c.ID+": "+why, ev...)
+		case dra.ResolveUnknown:
+			// A spec directory could not be read: the device may be
+			// declared there. Not looked at is NOT_RUN, never silence.
+			out.NotRun("DRA_CLAIM_CDI_NOT_CHECKED", c.Claim,
+				"whether claim "+c.Claim+"'s CDI device "+c.ID+" resolves is not known", c.UnsureWhy,
+				Ev(n.StatePath, "claim "+c.ClaimUID+" device "+c.Device))
 		}
 	}
 	for _, d := range n.Double {
@@ -184,6 +194,14 @@ func judgeDRARegistration(out *Out, r *dra.Registration) {
 		out.Add("DRA_ENDPOINT_MISSING", report.Fail, name,
 			"driver "+name+"'s endpoint "+r.Endpoint.Path+" does not accept a connection ("+string(r.Endpoint.Dial.Answer)+")",
 			append(ev, Ev(r.Endpoint.Path, dialWhy(r.Endpoint.Dial)))...)
+		return
+	}
+	// A healthy registration says so: without it a driver the kubelet
+	// can use and a node where nothing was looked at read the same.
+	if !r.Unsupported && r.Live() {
+		out.Add("DRA_REGISTRATION_OK", report.Pass, name,
+			"driver "+name+" answers GetInfo on "+r.Name+" ("+strings.Join(r.Info.SupportedVersions, ", ")+") and its endpoint "+r.Endpoint.Path+" accepts a connection",
+			append(ev, Ev(r.Endpoint.Path, string(r.Endpoint.Dial.Answer)))...)
 	}
 }
 

@@ -46,6 +46,15 @@ whether the state was written before the current boot.`,
 	Remediation: "Restart the DRA driver's pod on this node so that it regenerates its specs (`kubectl -n NAMESPACE delete pod DRIVER-POD`), then delete the stuck pod so the claim is prepared again (`kubectl -n NAMESPACE delete pod POD`); check with `ls /var/run/cdi` and `accel-doctor cdi validate`.",
 	Facts:       "CDI[i].Resolve == Unresolved (Invalid: a driver answered a name that is not a qualified CDI name)",
 }, {
+	Code:   "DRA_CLAIM_CDI_NOT_CHECKED",
+	Status: "NOT_RUN",
+	Title:  "whether a prepared claim's CDI device resolves could not be checked",
+	Explain: `A CDI spec directory (/etc/cdi, /var/run/cdi) could not be listed, or a snapshot
+did not capture it: a spec there may or may not declare the claim's CDI device, so nothing is
+said of it. The reason names the directory.`,
+	Remediation: "Run `accel-doctor check` as root on the node itself, or take the snapshot again with `accel-doctor snapshot`.",
+	Facts:       "CDI[i].Resolve == ResolveUnknown",
+}, {
 	Code:   "DRA_STATE_FROM_EARLIER_BOOT",
 	Status: "PASS",
 	Title:  "the DRA state was last written before the current boot",
@@ -98,6 +107,18 @@ at the same host path in its pod and in the kubelet (hostPath /var/lib/kubelet/p
 answers such an endpoint.`,
 	Remediation: "Compare the endpoint with the driver DaemonSet's hostPath mounts (`kubectl -n NAMESPACE get daemonset DRIVER -o yaml`), check `ls -l` of the path, and restart the driver pod.",
 	Facts:       "Registrations[i].Endpoint.Dial.Answer != Connected",
+}, {
+	Code:   "DRA_REGISTRATION_OK",
+	Status: "PASS",
+	Title:  "a DRA driver's registration answers GetInfo and its endpoint accepts connections",
+	Explain: `The socket in /var/lib/kubelet/plugins_registry answered GetInfo as a DRAPlugin
+with a gRPC service the kubelet speaks (v1.DRAPlugin or v1beta1.DRAPlugin), and the endpoint
+it names accepts a connection: what the kubelet's plugin watcher needs to register the driver
+(ValidatePlugin, RegisterPlugin in pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go) and its
+DRA manager to reach it. Whether the running kubelet did register it is not read (only
+NotifyRegistrationStatus, which is never called here, would say), and a connection proves a
+listener, not that NodePrepareResources works.`,
+	Facts: "Registrations[i].Live() && Info.Type == DRAPlugin && !Unsupported",
 }, {
 	Code:   "DRA_DRIVER_NOT_REGISTERED",
 	Status: "FAIL",

@@ -27,8 +27,11 @@
 //     the kubelet's own types re-declared and its CRC-32 checksum
 //     verified), every prepared claim's CDI device IDs resolved against
 //     the node's CDI specs (internal/cdi's Load, /etc/cdi and
-//     /var/run/cdi). The format has no boot ID; its mtime is compared with
-//     the boot time in /proc/stat instead.
+//     /var/run/cdi); an ID that does not resolve names the spec file that
+//     declares it when the CDI library refuses that file (Rejected), and
+//     one that cannot be looked up (a directory not read) is unknown,
+//     never unresolved. The format has no boot ID; its mtime is compared
+//     with the boot time in /proc/stat instead.
 //   - device-plugins/kubelet_internal_checkpoint (through internal/kubelet,
 //     or the caller's parsed copy): devices its RegisteredDevices lists
 //     that a DRA driver's CDI spec also names (by GPU UUID, PCI address or

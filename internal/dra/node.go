@@ -59,6 +59,10 @@ type CDIDevice struct {
 	Spec      string  `json:"spec,omitempty"` // the spec file that declares it
 	Evidence  string  `json:"evidence,omitempty"`
 	UnsureWhy string  `json:"unsure_why,omitempty"`
+	// Rejected, for an unresolved ID: a spec file that declares it and
+	// that the CDI library refuses to load ("PATH: ERROR"), the cause
+	// then (an empty device edits, a bad cdiVersion), not a missing spec.
+	Rejected string `json:"rejected,omitempty"`
 }
 
 // Node is what the node's DRA directories, sockets and state show. Every
@@ -317,6 +321,7 @@ func (n *Node) resolveCDI(reg *cdi.Registry) {
 						cd.Resolve, cd.UnsureWhy = ResolveUnknown, unsure
 					default:
 						cd.Resolve, cd.Evidence = Unresolved, fmt.Sprintf("%v (spec directories %s)", res.Err, strings.Join(n.CDIDirs, ", "))
+						cd.Rejected = rejectedSpec(reg, id)
 					}
 					n.CDI = append(n.CDI, cd)
 				}
@@ -461,4 +466,23 @@ func (n *Node) UnregisteredClaimDrivers() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// rejectedSpec names the first spec file (in scan order) that declares id
+// but that the CDI library does not load, with the library's error: the
+// runtime skips such a file whole (pkg/cdi/cache.go refresh records the
+// error and goes on), so its devices are unresolvable as if it were
+// absent. "" when no such file declares id.
+func rejectedSpec(reg *cdi.Registry, id string) string {
+	for _, sf := range reg.Specs {
+		if sf.Valid() || sf.Spec == nil || sf.Err == nil {
+			continue
+		}
+		for _, d := range sf.Devices {
+			if d == id {
+				return sf.Path + ": " + sf.Err.Error()
+			}
+		}
+	}
+	return ""
 }

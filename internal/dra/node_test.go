@@ -110,6 +110,28 @@ func TestClaimCDISpecGone(t *testing.T) {
 	}
 }
 
+// The claim's spec is there but the CDI library refuses it (a device with
+// empty containerEdits, as `plugin mock --dra --mode empty-edits`
+// writes): unresolved, and the rejected file is named with the library's
+// error rather than said to be missing.
+func TestClaimCDISpecRejected(t *testing.T) {
+	dn := newDRANode(t)
+	p := filepath.Join(dn.dir, "var/run/cdi/k8s.gpu.example.com-claim_"+claimUID+".json")
+	write(t, p, `{"cdiVersion":"0.6.0","kind":"k8s.gpu.example.com/claim","devices":[{"name":"`+claimUID+`-gpu-0","containerEdits":{}}]}`)
+	n := read(t, dn.dir, Options{})
+	if len(n.CDI) != 1 || n.CDI[0].Resolve != Unresolved {
+		t.Fatalf("cdi %+v", n.CDI)
+	}
+	if r := n.CDI[0].Rejected; !strings.HasPrefix(r, "/var/run/cdi/k8s.gpu.example.com-claim_"+claimUID+".json: ") || !strings.Contains(r, "empty device edits") {
+		t.Errorf("rejected %q: want the spec's path and the library's \"empty device edits\"", r)
+	}
+	// A missing spec names no rejected one.
+	os.Remove(p)
+	if n := read(t, dn.dir, Options{}); len(n.CDI) != 1 || n.CDI[0].Rejected != "" {
+		t.Errorf("spec gone: cdi %+v", n.CDI)
+	}
+}
+
 // A spec directory that cannot be looked at: whether the ID resolves is
 // unknown, never unresolved.
 func TestClaimCDIDirNotCaptured(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -19,6 +20,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 )
 
@@ -104,7 +106,7 @@ type Config struct {
 
 // Event is a line the mock reports (the CLI prints it on stdout).
 type Event struct {
-	Kind   string // SERVING, REGISTRATION, PUBLISHED, STOPPED
+	Kind   string // SERVING, REGISTRATION, REGISTERED, REGISTER_FAILED, PUBLISHED, STOPPED
 	Detail string
 }
 
@@ -207,11 +209,18 @@ func (m *Mock) Run(ctx context.Context) error {
 		m.notify(Event{"REGISTRATION", filepath.Join(c.RegistryDir, c.Driver+"-reg.sock")})
 	}
 	if c.Kube != nil {
-		if err := h.PublishResources(ctx, m.resources()); err != nil {
+		err := h.PublishResources(ctx, m.resources())
+		switch {
+		case err != nil && ctx.Err() != nil:
+			// Stopped while the ResourceSlice controller was starting
+			// (its informer's first sync waits on the API server): a
+			// stop asked for, not a failure; nothing was published.
+		case err != nil:
 			h.Stop()
 			return fmt.Errorf("publish ResourceSlice: %w", err)
+		default:
+			m.notify(Event{"PUBLISHED", fmt.Sprintf("%d devices in pool %s", c.Devices, c.NodeName)})
 		}
-		m.notify(Event{"PUBLISHED", fmt.Sprintf("%d devices in pool %s", c.Devices, c.NodeName)})
 	}
 	<-ctx.Done()
 	h.Stop()
@@ -247,7 +256,26 @@ func (m *Mock) resources() resourceslice.DriverResources {
 // up, allocated to one of the mock's devices: the kubelet sends only a
 // claim's namespace, name and UID (drapb.Claim), and kubeletplugin GETs
 // the rest (nodePluginImplementation.getResourceClaims).
+//
+// It also reports the kubelet's NotifyRegistrationStatus (the interceptor
+// runs for the registration server too): REGISTERED once the kubelet says
+// the driver is registered, REGISTER_FAILED with its error otherwise.
+// REGISTRATION says only that the socket serves; the kubelet's plugin
+// watcher hands the driver to its DRA handler before it notifies, and
+// takes it back if the notification fails (GenerateRegisterPluginFunc in
+// pkg/kubelet/pluginmanager/operationexecutor), so REGISTERED is the
+// moment the registration is complete.
 func (m *Mock) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if st, ok := req.(*registerapi.RegistrationStatus); ok {
+		resp, err := h(ctx, req)
+		switch {
+		case st.GetPluginRegistered() && err == nil:
+			m.notify(Event{"REGISTERED", filepath.Join(m.cfg.RegistryDir, m.cfg.Driver+"-reg.sock")})
+		case !st.GetPluginRegistered():
+			m.notify(Event{"REGISTER_FAILED", strconv.Quote(st.GetError())})
+		}
+		return resp, err
+	}
 	if r, ok := req.(*drapb.NodePrepareResourcesRequest); ok && m.mem != nil {
 		for _, cl := range r.GetClaims() {
 			m.mu.Lock()

@@ -2,14 +2,19 @@ package dramock
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	drav1 "k8s.io/kubelet/pkg/apis/dra/v1"
 	drav1beta1 "k8s.io/kubelet/pkg/apis/dra/v1beta1"
 
@@ -256,5 +261,94 @@ func TestCodesRemediations(t *testing.T) {
 				t.Errorf("%s: remediation names %q", c.Code, w)
 			}
 		}
+	}
+}
+
+// The kubelet side's NotifyRegistrationStatus is reported: REGISTERED when
+// it says registered (the tester says so once GetInfo validated), so that
+// a caller knows when the registration is complete, not only that the
+// socket serves.
+func TestRegisteredEvent(t *testing.T) {
+	e := newEnv(t)
+	var mu sync.Mutex
+	var kinds []string
+	m, err := New(Config{Driver: "gpu.example.com", Devices: 2, Mode: ModeHealthy, RegistryDir: e.reg,
+		PluginDir: filepath.Join(e.plugins, "gpu.example.com"), CDIDir: e.cdi}, nil, func(ev Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		kinds = append(kinds, ev.Kind+" "+ev.Detail)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("mock: %v", err)
+		}
+	}()
+	for i := 0; ; i++ {
+		if _, err := os.Stat(filepath.Join(e.reg, "gpu.example.com-reg.sock")); err == nil {
+			break
+		}
+		if i > 500 {
+			t.Fatal("the mock never made its registration socket")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	res := runTest(t, e, TestOptions{Samples: 1})
+	if bad := found(res, report.Fail); len(bad) != 0 {
+		t.Fatalf("healthy mock: %v", bad)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := "REGISTERED " + filepath.Join(e.reg, "gpu.example.com-reg.sock")
+	if !slices.Contains(kinds, want) {
+		t.Errorf("events %q: want %q", kinds, want)
+	}
+}
+
+// A mock stopped while its ResourceSlice controller still waits for the
+// API server (the informer's first list) stops cleanly: Run returns nil,
+// as for any stop, not "publish ResourceSlice: ... context canceled" (the
+// CLI's exit 2). The API server here is a clientset whose every list of
+// ResourceSlices fails, so that the informer never syncs.
+func TestStopWhilePublishing(t *testing.T) {
+	e := newEnv(t)
+	cs := fake.NewClientset()
+	cs.PrependReactor("list", "resourceslices", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("the API server is not answering")
+	})
+	serving := make(chan struct{}, 1)
+	m, err := New(Config{Driver: "gpu.example.com", Devices: 2, Mode: ModeHealthy, RegistryDir: e.reg,
+		PluginDir: filepath.Join(e.plugins, "gpu.example.com"), CDIDir: e.cdi, NodeName: "node-a", Kube: cs}, nil, func(ev Event) {
+		if ev.Kind == "SERVING" {
+			serving <- struct{}{}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	select {
+	case <-serving:
+	case err := <-done:
+		t.Fatalf("Run ended before serving: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the mock never served")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run after a stop during publishing: %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after the stop")
 	}
 }

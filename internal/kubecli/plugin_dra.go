@@ -66,7 +66,10 @@ DRA modes (--mode):
 	b.WriteString(`
 stdout gets one line per event: "SERVING DRIVER dra.sock", "REGISTRATION DRIVER
 socket" (the registration socket serves, for the kubelet to find),
-"PUBLISHED DRIVER ...", "STOPPED DRIVER". SIGTERM or SIGINT: it stops.`)
+"REGISTERED DRIVER socket" (the kubelet's NotifyRegistrationStatus said
+registered: the registration is complete), "REGISTER_FAILED DRIVER \"ERR\""
+(it said not registered, and why), "PUBLISHED DRIVER ...", "STOPPED DRIVER".
+SIGTERM or SIGINT: it stops.`)
 	return b.String()
 }
 
