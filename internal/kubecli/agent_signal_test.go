@@ -25,14 +25,20 @@ func startAgent(t *testing.T, extra ...string) (*exec.Cmd, <-chan string, *strin
 		"--interval", "1h", "--listen", "127.0.0.1:0"}, extra...)
 	cmd := exec.Command(kube, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG=/nonexistent")
-	stderr, err := cmd.StderrPipe()
+	// A pipe of our own, not StderrPipe: Wait closes that one as soon as
+	// the process is gone, and the last lines (the "agent: stopped" a
+	// test looks for) could be lost with it. This one reads to EOF, and
+	// lines is closed only after the last line.
+	stderr, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
+	cmd.Stderr = w
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	w.Close()
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); stderr.Close() })
 	lines := make(chan string, 100)
 	var all strings.Builder
 	var mu sync.Mutex
@@ -81,6 +87,22 @@ func waitLine(t *testing.T, lines <-chan string, sub string) {
 	}
 }
 
+// drain reads the stderr lines to their end (the process has exited).
+func drain(t *testing.T, lines <-chan string) {
+	t.Helper()
+	deadline := time.After(60 * time.Second)
+	for {
+		select {
+		case _, ok := <-lines:
+			if !ok {
+				return
+			}
+		case <-deadline:
+			t.Fatal("stderr not closed 60s after the exit")
+		}
+	}
+}
+
 func exitCode(t *testing.T, cmd *exec.Cmd) int {
 	t.Helper()
 	err := cmd.Wait()
@@ -114,6 +136,7 @@ func TestAgentBinaryStopsCleanlyOnSignal(t *testing.T) {
 				t.Fatal(err)
 			}
 			code := exitCode(t, cmd)
+			drain(t, lines)
 			mu.Lock()
 			out := all.String()
 			mu.Unlock()
@@ -179,7 +202,7 @@ current-context: c
 `, srv.URL)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd, _, all, omu, _ := startAgent(t, "--kubeconfig", kc)
+	cmd, lines, all, omu, _ := startAgent(t, "--kubeconfig", kc)
 	select {
 	case <-inStatus:
 	case <-time.After(60 * time.Second):
@@ -192,6 +215,7 @@ current-context: c
 	time.Sleep(200 * time.Millisecond)
 	close(release)
 	code := exitCode(t, cmd)
+	drain(t, lines)
 	omu.Lock()
 	out := all.String()
 	omu.Unlock()
