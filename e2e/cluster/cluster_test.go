@@ -1,12 +1,8 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"os/exec"
 	"sort"
 	"strings"
 	"testing"
@@ -249,24 +245,13 @@ func waitUnschedulable(t *testing.T, ctx context.Context, c *apiserver.Cluster, 
 // decodes its JSON output when it is JSON.
 func runCluster(t *testing.T, ctx context.Context, bin, kubeconfig string, args ...string) (jsonReport, string, int) {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, bin, append([]string{"cluster", "--kubeconfig", kubeconfig}, args...)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("run %s: %v", bin, err)
-	}
-	out := stdout.String() + stderr.String()
+	stdout, stderr, code := harness.Run(t, ctx, bin, append([]string{"cluster", "--kubeconfig", kubeconfig}, args...)...)
+	out := stdout + stderr
 	var rep jsonReport
 	if len(args) >= 2 && args[0] == "-o" && args[1] == "json" {
-		if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 			t.Fatalf("cluster %v: not JSON (%v), exit %d:\n%s", args, err, code, out)
 		}
 	}
-	return rep, fmt.Sprint(out), code
+	return rep, out, code
 }

@@ -1,12 +1,9 @@
 package dra
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -259,21 +256,10 @@ func runClaim(t *testing.T, ctx context.Context, bin, kubeconfig, claim string) 
 // report.
 func runCmd(t *testing.T, ctx context.Context, bin string, args ...string) (jsonReport, string, int) {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("run %s: %v", bin, err)
-	}
-	out := stdout.String() + stderr.String()
+	stdout, stderr, code := harness.Run(t, ctx, bin, args...)
+	out := stdout + stderr
 	var rep jsonReport
-	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("%v: not JSON (%v), exit %d:\n%s", args, err, code, out)
 	}
 	return rep, out, code

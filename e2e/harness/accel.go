@@ -266,6 +266,25 @@ type Finding struct {
 	Reason  string `json:"reason"`
 }
 
+// Run runs bin ARGS to its end and returns what it wrote and its exit
+// code; a binary that could not be started (or was killed by a signal)
+// fails the test.
+func Run(t testing.TB, ctx context.Context, bin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee) && ee.ExitCode() >= 0:
+		code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("run %s %v: %v\n%s", bin, args, err, e.String())
+	}
+	return o.String(), e.String(), code
+}
+
 // CheckKube runs `accel-doctor check --root ROOT --layer kube -o json`
 // over what the Kubelet left in its directory, and returns the findings
 // and the raw report. notRun is not "" when check cannot judge the layer
@@ -273,23 +292,13 @@ type Finding struct {
 // it says why, and the caller skips its assertions on check with it.
 func (k *Kubelet) CheckKube(t testing.TB) (findings []Finding, raw string, notRun string) {
 	t.Helper()
-	cmd := exec.Command(AccelDoctor(t), "check", "--root", k.Root, "--layer", "kube", "-o", "json")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	code := 0
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("accel-doctor check: %v", err)
-	}
+	stdout, stderr, code := Run(t, context.Background(), AccelDoctor(t), "check", "--root", k.Root, "--layer", "kube", "-o", "json")
+	out := []byte(stdout)
 	if code == 2 {
-		return nil, string(out), fmt.Sprintf("accel-doctor check --root %s --layer kube: exit 2: %s", k.Root, strings.TrimSpace(stderr.String()))
+		return nil, string(out), fmt.Sprintf("accel-doctor check --root %s --layer kube: exit 2: %s", k.Root, strings.TrimSpace(stderr))
 	}
 	if code != 0 && code != 1 {
-		t.Fatalf("accel-doctor check --layer kube: exit %d: %s\n%s", code, stderr.String(), out)
+		t.Fatalf("accel-doctor check --layer kube: exit %d: %s\n%s", code, stderr, out)
 	}
 	var rep struct {
 		Findings []Finding `json:"findings"`

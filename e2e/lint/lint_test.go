@@ -1,12 +1,10 @@
 package lint
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -101,23 +99,12 @@ func lintCluster(t *testing.T, ctx context.Context, bin, kubeconfig string, file
 	for _, f := range files {
 		args = append(args, "-f", f)
 	}
-	cmd := exec.CommandContext(ctx, bin, args...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	case err != nil:
-		t.Fatal(err)
-	}
+	stdout, stderr, code := harness.Run(t, ctx, bin, args...)
 	var rep struct{ Findings []finding }
-	if err := json.Unmarshal(stdout.Bytes(), &rep); err != nil {
-		t.Fatalf("lint %v: not JSON (%v), exit %d:\n%s%s", files, err, code, stdout.String(), stderr.String())
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("lint %v: not JSON (%v), exit %d:\n%s%s", files, err, code, stdout, stderr)
 	}
-	return rep.Findings, code, stdout.String()
+	return rep.Findings, code, stdout
 }
 
 // podOf makes a Pod of a workload document's pod template, in namespace

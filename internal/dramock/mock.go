@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -120,6 +122,9 @@ type Mock struct {
 	mu      sync.Mutex
 	specs   map[types.UID]string // claim UID -> spec path written
 	nextDev int
+	// registered: the kubelet's NotifyRegistrationStatus said registered
+	// and its registration connection is still open (registrarConnDone).
+	registered bool
 }
 
 // DeviceName is the mock's name for device i.
@@ -195,6 +200,7 @@ func (m *Mock) Run(ctx context.Context) error {
 		kubeletplugin.PluginDataDirectoryPath(c.PluginDir),
 		kubeletplugin.HealthService(false),
 		kubeletplugin.GRPCInterceptor(m.intercept),
+		kubeletplugin.RegistrarListener(m.listenRegistrar),
 	}
 	if c.Mode == ModeNotRegistered {
 		opts = append(opts, kubeletplugin.RegistrationService(false))
@@ -258,19 +264,26 @@ func (m *Mock) resources() resourceslice.DriverResources {
 // the rest (nodePluginImplementation.getResourceClaims).
 //
 // It also reports the kubelet's NotifyRegistrationStatus (the interceptor
-// runs for the registration server too): REGISTERED once the kubelet says
-// the driver is registered, REGISTER_FAILED with its error otherwise.
-// REGISTRATION says only that the socket serves; the kubelet's plugin
-// watcher hands the driver to its DRA handler before it notifies, and
-// takes it back if the notification fails (GenerateRegisterPluginFunc in
-// pkg/kubelet/pluginmanager/operationexecutor), so REGISTERED is the
-// moment the registration is complete.
+// runs for the registration server too): REGISTER_FAILED with its error,
+// or, when it says registered, REGISTERED once the kubelet has closed that
+// registration connection (registrarConnDone). REGISTRATION says only that
+// the socket serves; the kubelet's plugin watcher hands the driver to its
+// DRA handler before it notifies, takes it back if the notification fails
+// (a reply it never got: a mock killed between handling the call and
+// sending the reply), and closes its connection once the notification has
+// returned (GenerateRegisterPluginFunc in
+// pkg/kubelet/pluginmanager/operationexecutor). So REGISTERED is the moment
+// the registration is complete on both sides.
 func (m *Mock) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	if st, ok := req.(*registerapi.RegistrationStatus); ok {
 		resp, err := h(ctx, req)
 		switch {
 		case st.GetPluginRegistered() && err == nil:
-			m.notify(Event{"REGISTERED", filepath.Join(m.cfg.RegistryDir, m.cfg.Driver+"-reg.sock")})
+			// Said when the kubelet closes this connection
+			// (registrarConnDone): the reply is not on its way yet.
+			m.mu.Lock()
+			m.registered = true
+			m.mu.Unlock()
 		case !st.GetPluginRegistered():
 			m.notify(Event{"REGISTER_FAILED", strconv.Quote(st.GetError())})
 		}
@@ -388,4 +401,61 @@ func (m *Mock) HandleError(_ context.Context, err error, msg string) {
 // off (kubeletplugin.HealthService(false)).
 func (m *Mock) WatchHealthStatus(context.Context, chan<- kubeletplugin.DeviceHealthReport) error {
 	return kubeletplugin.ErrHealthNotSupported
+}
+
+// listenRegistrar makes the registration socket as kubeletplugin does (a
+// stale socket removed first; Go's unix listener unlinks it on Close),
+// with each connection telling registrarConnDone when the peer is gone.
+func (m *Mock) listenRegistrar(ctx context.Context, path string) (net.Listener, error) {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("remove the stale registration socket: %w", err)
+	}
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "unix", path)
+	if err != nil {
+		return nil, err
+	}
+	return &doneListener{Listener: l, done: m.registrarConnDone}, nil
+}
+
+// registrarConnDone: a registration connection ended. After a
+// NotifyRegistrationStatus that said registered, that is the kubelet
+// closing it, which it does once the call has returned to it.
+func (m *Mock) registrarConnDone() {
+	m.mu.Lock()
+	was := m.registered
+	m.registered = false
+	m.mu.Unlock()
+	if was {
+		m.notify(Event{"REGISTERED", filepath.Join(m.cfg.RegistryDir, m.cfg.Driver+"-reg.sock")})
+	}
+}
+
+// doneListener's connections call done once, when a Read first fails (the
+// peer closed it, or the server did).
+type doneListener struct {
+	net.Listener
+	done func()
+}
+
+func (l *doneListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &doneConn{Conn: c, done: l.done}, nil
+}
+
+type doneConn struct {
+	net.Conn
+	once sync.Once
+	done func()
+}
+
+func (c *doneConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if err != nil {
+		c.once.Do(c.done)
+	}
+	return n, err
 }

@@ -67,7 +67,8 @@ DRA modes (--mode):
 stdout gets one line per event: "SERVING DRIVER dra.sock", "REGISTRATION DRIVER
 socket" (the registration socket serves, for the kubelet to find),
 "REGISTERED DRIVER socket" (the kubelet's NotifyRegistrationStatus said
-registered: the registration is complete), "REGISTER_FAILED DRIVER \"ERR\""
+registered and the kubelet then closed that connection: the registration
+is complete on both sides), "REGISTER_FAILED DRIVER \"ERR\""
 (it said not registered, and why), "PUBLISHED DRIVER ...", "STOPPED DRIVER".
 SIGTERM or SIGINT: it stops.`)
 	return b.String()
