@@ -177,11 +177,20 @@ func TestStubKubeletRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("manager restarted -> plugin re-registered, counted 2/2: %v", time.Since(start))
-	p.mu.Lock()
-	regs := p.registrations
-	p.mu.Unlock()
-	if regs != 2 {
-		t.Fatalf("registrations: %d, want 2", regs)
+	// The manager counts the devices (ListAndWatch) as soon as it has the
+	// Register request, which can be before the stub has the reply.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		p.mu.Lock()
+		regs := p.registrations
+		p.mu.Unlock()
+		if regs == 2 {
+			break
+		}
+		if regs > 2 || time.Now().After(deadline) {
+			t.Fatalf("registrations: %d, want 2", regs)
+		}
+		time.Sleep(time.Millisecond)
 	}
 
 	after, err := k.CreateContainer(ctx(t), pod, "ctr")
