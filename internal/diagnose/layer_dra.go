@@ -16,22 +16,12 @@ import (
 // its prepared claims (internal/dra reads; this file judges, by the facts
 // dra.Codes names for each code).
 
-func draCodes() []Code {
-	out := make([]Code, 0, len(dra.Codes))
-	for _, c := range dra.Codes {
-		out = append(out, Code{Code: c.Code, Layer: report.LayerKube, Title: c.Title, Explain: c.Explain, Remediation: c.Remediation})
-	}
-	return out
-}
+func draCodes() []Code { return layer6Codes(dra.Codes) }
 
 func draCheck() Check {
-	codes := make([]string, 0, len(dra.Codes))
-	for _, c := range dra.Codes {
-		codes = append(codes, c.Code)
-	}
 	return Check{ID: "kube.dra", Layer: report.LayerKube,
 		Title: "DRA drivers' registrations, the kubelet's DRA state and its claims' CDI devices on this node",
-		Codes: codes, Run: checkDRA}
+		Codes: layer6Names(dra.Codes), Run: checkDRA}
 }
 
 // DRA reads the node's DRA side once per run. The device-plugin

@@ -18,23 +18,31 @@ import (
 // the decisions that are this file's own are commented where they are
 // made.
 
-// kubeCodes turns the proposed codes into catalog entries.
-func kubeCodes() []Code {
-	out := make([]Code, 0, len(kubelet.Codes))
-	for _, c := range kubelet.Codes {
+// layer6Codes turns a layer-6 reader's proposed codes (internal/kubelet's
+// and internal/dra's share the type) into catalog entries.
+func layer6Codes(cs []kubelet.ProposedCode) []Code {
+	out := make([]Code, 0, len(cs))
+	for _, c := range cs {
 		out = append(out, Code{Code: c.Code, Layer: report.LayerKube, Title: c.Title, Explain: c.Explain, Remediation: c.Remediation})
 	}
 	return out
 }
 
-func kubeCheck() Check {
-	codes := make([]string, 0, len(kubelet.Codes))
-	for _, c := range kubelet.Codes {
-		codes = append(codes, c.Code)
+// layer6Names are the codes' names, for a Check's Codes.
+func layer6Names(cs []kubelet.ProposedCode) []string {
+	out := make([]string, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, c.Code)
 	}
+	return out
+}
+
+func kubeCodes() []Code { return layer6Codes(kubelet.Codes) }
+
+func kubeCheck() Check {
 	return Check{ID: "kube.node", Layer: report.LayerKube,
 		Title: "the kubelet's device-plugin sockets, its checkpoint and PodResources on this node",
-		Codes: codes, Run: checkKube}
+		Codes: layer6Names(kubelet.Codes), Run: checkKube}
 }
 
 // kubeTimeout bounds each socket's connect and call. A kubelet or plugin
