@@ -2,14 +2,11 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,8 +34,8 @@ import (
 // the wall time is the API server's, in this test process, on the same
 // cores); peak-RSS-MiB its maximum resident set.
 func BenchmarkClusterCommand(b *testing.B) {
-	nodes := envInt(b, "ACCEL_DOCTOR_BENCH_NODES", 500)
-	pods := envInt(b, "ACCEL_DOCTOR_BENCH_PODS", 5000)
+	nodes := harness.EnvInt(b, "ACCEL_DOCTOR_BENCH_NODES", 500)
+	pods := harness.EnvInt(b, "ACCEL_DOCTOR_BENCH_PODS", 5000)
 	bin := harness.AccelDoctor(b)
 	c := apiserver.Start(b)
 	ctx := context.Background()
@@ -47,13 +44,13 @@ func BenchmarkClusterCommand(b *testing.B) {
 		b.Fatal(err)
 	}
 	start := time.Now()
-	parallel(b, nodes, func(i int) error {
+	harness.Parallel(b, nodes, func(i int) error {
 		_, err := c.CreateNode(ctx, benchNode(i))
 		return err
 	})
 	b.Logf("created %d nodes in %v", nodes, time.Since(start).Round(time.Millisecond))
 	start = time.Now()
-	parallel(b, pods, func(i int) error {
+	harness.Parallel(b, pods, func(i int) error {
 		_, err := c.Client.CoreV1().Pods(ns).Create(ctx, benchPod(i, nodes), metav1.CreateOptions{})
 		return err
 	})
@@ -87,7 +84,7 @@ func BenchmarkClusterCommand(b *testing.B) {
 				b.Fatalf("cluster: %v", err)
 			}
 			if timeBin != "" {
-				cpu, kb, err := readTime(rssFile)
+				cpu, kb, err := harness.ReadTime(rssFile)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -98,70 +95,6 @@ func BenchmarkClusterCommand(b *testing.B) {
 		b.ReportMetric(float64(maxRSS)/1024, "peak-RSS-MiB")
 		b.ReportMetric(cpuTotal/float64(b.N), "cpu-s/op")
 	})
-}
-
-// readTime reads GNU time's "%U %S %M" (user and system CPU seconds, the
-// maximum resident set size in KiB); the file also holds a "Command
-// exited with non-zero status" line when the command exits 1.
-func readTime(path string) (cpu float64, kib int64, err error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, 0, err
-	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	f := strings.Fields(lines[len(lines)-1])
-	if len(f) != 3 {
-		return 0, 0, fmt.Errorf("%s: %q: want user, system and RSS", path, b)
-	}
-	user, err1 := strconv.ParseFloat(f[0], 64)
-	sys, err2 := strconv.ParseFloat(f[1], 64)
-	kib, err3 := strconv.ParseInt(f[2], 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return 0, 0, fmt.Errorf("%s: %q: %w", path, b, err)
-	}
-	return user + sys, kib, nil
-}
-
-func envInt(b *testing.B, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		b.Fatalf("%s=%q: want a count", name, v)
-	}
-	return n
-}
-
-// parallel runs f(0..n-1) on 32 workers, failing b on the first error.
-func parallel(b *testing.B, n int, f func(i int) error) {
-	b.Helper()
-	var (
-		wg   sync.WaitGroup
-		once sync.Once
-		ferr error
-		next = make(chan int)
-	)
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if err := f(i); err != nil {
-					once.Do(func() { ferr = err })
-				}
-			}
-		}()
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	if ferr != nil {
-		b.Fatal(ferr)
-	}
 }
 
 func benchNode(i int) *corev1.Node {

@@ -2,14 +2,10 @@ package dra
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,8 +34,8 @@ import (
 // user+system CPU; peak-RSS-MiB its maximum resident set (GNU time forks
 // it, so the test binary's pages are not counted).
 func BenchmarkDRACommands(b *testing.B) {
-	slices := envInt(b, "ACCEL_DOCTOR_BENCH_SLICES", 1000)
-	nodes := max(envInt(b, "ACCEL_DOCTOR_BENCH_NODES", 1000), slices)
+	slices := harness.EnvInt(b, "ACCEL_DOCTOR_BENCH_SLICES", 1000)
+	nodes := max(harness.EnvInt(b, "ACCEL_DOCTOR_BENCH_NODES", 1000), slices)
 	bin := harness.AccelDoctor(b)
 	c := apiserver.Start(b)
 	ctx := context.Background()
@@ -48,7 +44,7 @@ func BenchmarkDRACommands(b *testing.B) {
 		b.Fatal(err)
 	}
 	start := time.Now()
-	parallel(b, nodes, func(i int) error {
+	harness.Parallel(b, nodes, func(i int) error {
 		n := testNode(fmt.Sprintf("gpu-node-%05d", i))
 		n.Labels["feature.node.kubernetes.io/pci-0302_10de.present"] = "true"
 		drivers := `"` + driver + `"`
@@ -61,7 +57,7 @@ func BenchmarkDRACommands(b *testing.B) {
 	})
 	b.Logf("created %d nodes in %v", nodes, time.Since(start).Round(time.Millisecond))
 	start = time.Now()
-	parallel(b, slices, func(i int) error {
+	harness.Parallel(b, slices, func(i int) error {
 		_, err := c.Client.ResourceV1().ResourceSlices().Create(ctx, testSlice(fmt.Sprintf("gpu-node-%05d", i), 8), metav1.CreateOptions{})
 		return err
 	})
@@ -123,7 +119,7 @@ func timed(b *testing.B, want int, args ...string) {
 			b.Fatalf("%v: %v", args[1:], err)
 		}
 		if timeBin != "" {
-			c, kib, err := readTime(rssFile)
+			c, kib, err := harness.ReadTime(rssFile)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -133,67 +129,4 @@ func timed(b *testing.B, want int, args ...string) {
 	}
 	b.ReportMetric(float64(maxRSS)/1024, "peak-RSS-MiB")
 	b.ReportMetric(cpu/float64(b.N), "cpu-s/op")
-}
-
-// readTime reads GNU time's "%U %S %M" line (the last: time writes a
-// "Command exited with non-zero status" line before it on exit 1).
-func readTime(path string) (float64, int64, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return 0, 0, err
-	}
-	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
-	f := strings.Fields(lines[len(lines)-1])
-	if len(f) != 3 {
-		return 0, 0, fmt.Errorf("%s: %q: want user, system and RSS", path, raw)
-	}
-	u, err1 := strconv.ParseFloat(f[0], 64)
-	s, err2 := strconv.ParseFloat(f[1], 64)
-	k, err3 := strconv.ParseInt(f[2], 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return 0, 0, fmt.Errorf("%s: %q: %w", path, raw, err)
-	}
-	return u + s, k, nil
-}
-
-func envInt(b *testing.B, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		b.Fatalf("%s=%q: want a count", name, v)
-	}
-	return n
-}
-
-// parallel runs f(0..n-1) on 32 workers and fails b on the first error.
-func parallel(b *testing.B, n int, f func(int) error) {
-	b.Helper()
-	var (
-		wg   sync.WaitGroup
-		once sync.Once
-		ferr error
-		next = make(chan int)
-	)
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				if err := f(i); err != nil {
-					once.Do(func() { ferr = err })
-				}
-			}
-		}()
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	if ferr != nil {
-		b.Fatal(ferr)
-	}
 }
