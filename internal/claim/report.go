@@ -4,17 +4,13 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
+	"github.com/accel-doctor/accel-doctor/internal/cluster"
 	"github.com/accel-doctor/accel-doctor/internal/report"
 )
 
-// Meta is what the report says about the run.
-type Meta struct {
-	Tool   string // "accel-doctor VERSION"
-	Source string // the API server's URL
-	Now    time.Time
-}
+// Meta is what the report says about the run, as for cluster's report.
+type Meta = cluster.Meta
 
 // MaxDeviceEvidence bounds the per-device lines of one request's finding;
 // the per-selector counts before them cover every device.
