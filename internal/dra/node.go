@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"path"
 	"sort"
 	"strconv"
@@ -330,31 +329,15 @@ func (n *Node) resolveCDI(reg *cdi.Registry) {
 	}
 }
 
-// stateOf names the state of p from the error of reading it: absent when
-// the host (or capture) could have shown p, not captured when a capture
-// does not hold it.
+// stateOf is kubelet.StateOf, with the component that gives a pod's
+// /host the kubelet's directory named when a path was not given: so that
+// "no DRA state" is not read as "none on the node".
 func stateOf(root *hostfs.Root, p, top string, err error) (kubelet.State, string) {
-	switch {
-	case err == nil:
-		return kubelet.Present, ""
-	case errors.Is(err, fs.ErrNotExist):
-		for q := p; ; q = path.Dir(q) {
-			if root.Covers(q) {
-				return kubelet.Absent, ""
-			}
-			if q == top || q == "/" || root.Exists(path.Dir(q)) {
-				break
-			}
-		}
-		if why, ng := root.NotGiven(p); ng {
-			// A pod's /host without the kubelet's directory: say which
-			// path, so that "no DRA state" is not read as "none on the
-			// node" (deploy/components/dra-state mounts it).
-			return kubelet.NotCaptured, why + " (the agent's DaemonSet mounts it with the deploy/components/dra-state component)"
-		}
-		return kubelet.NotCaptured, ""
+	st, why := kubelet.StateOf(root, p, top, err)
+	if st == kubelet.NotCaptured && why != "" {
+		why += " (the agent's DaemonSet mounts it with the deploy/components/dra-state component)"
 	}
-	return kubelet.Unreadable, err.Error()
+	return st, why
 }
 
 func (n *Node) marshalCapture() []byte {

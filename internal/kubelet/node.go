@@ -153,7 +153,7 @@ func Read(ctx context.Context, root *hostfs.Root, opts Options) (*Node, error) {
 	go func() {
 		defer wg.Done()
 		reg, plugins, err := readSocketDir(ctx, root, n.Dir, timeout)
-		n.DirState, n.DirErr = stateOf(root, n.Dir, kdir, err)
+		n.DirState, n.DirErr = StateOf(root, n.Dir, kdir, err)
 		n.Kubelet, n.Plugins = reg, plugins
 	}()
 	go func() {
@@ -180,10 +180,8 @@ func Read(ctx context.Context, root *hostfs.Root, opts Options) (*Node, error) {
 	return n, nil
 }
 
-// stateOf names the state of p from the error of reading it. top is the
-// highest missing ancestor that may stand for p: a tree without
-// /var/lib/kubelet/device-plugins has no checkpoint in it, but a tree
-// without /var/lib says nothing of either (a sysfs capture).
+// notCaptured is the node of a snapshot that recorded nothing of the
+// kubelet's directory.
 func notCaptured(root *hostfs.Root, kdir string) *Node {
 	why := "this snapshot holds no record of the kubelet's sockets and checkpoint"
 	n := &Node{KubeletDir: kdir, Dir: DevicePluginDir(kdir), DirState: NotCaptured, DirErr: why, Replayed: true,
@@ -197,13 +195,18 @@ func notCaptured(root *hostfs.Root, kdir string) *Node {
 	return n
 }
 
-func stateOf(root *hostfs.Root, p, top string, err error) (State, string) {
+// StateOf classifies the outcome err of reading p, a path under the
+// kubelet directory top: Present; Absent when the host could have shown p
+// or a missing ancestor of it up to top (a tree without
+// /var/lib/kubelet/device-plugins has no checkpoint in it, but a tree
+// without /var/lib says nothing of either: a sysfs capture); NotCaptured when this root does not show that part of the host,
+// with the reason when the root was assembled from mounts and none gives p
+// (hostfs.NotGiven: a pod's /host); Unreadable with the error.
+func StateOf(root *hostfs.Root, p, top string, err error) (State, string) {
 	switch {
 	case err == nil:
 		return Present, ""
 	case errors.Is(err, fs.ErrNotExist):
-		// Absent when the host could have shown p or a missing ancestor
-		// of it (no device-plugins directory: no checkpoint in it).
 		for q := p; ; q = path.Dir(q) {
 			if root.Covers(q) {
 				return Absent, ""
@@ -211,6 +214,9 @@ func stateOf(root *hostfs.Root, p, top string, err error) (State, string) {
 			if q == top || q == "/" || root.Exists(path.Dir(q)) {
 				break
 			}
+		}
+		if why, ng := root.NotGiven(p); ng {
+			return NotCaptured, why
 		}
 		return NotCaptured, ""
 	}
@@ -227,7 +233,7 @@ func (n *Node) readCheckpoint(root *hostfs.Root, kdir string) {
 		n.CheckpointState, n.CheckpointErr = Unreadable, fmt.Sprintf("%v: larger than %d bytes: not a checkpoint the kubelet wrote", err, MaxCheckpointSize)
 		return
 	}
-	n.CheckpointState, n.CheckpointErr = stateOf(root, n.CheckpointPath, kdir, err)
+	n.CheckpointState, n.CheckpointErr = StateOf(root, n.CheckpointPath, kdir, err)
 	if err != nil {
 		return
 	}
