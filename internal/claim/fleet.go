@@ -28,6 +28,7 @@ type Fleet struct {
 	waiting  map[string][]string // claim NS/NAME -> pending pods NS/NAME
 	unnamed  []string            // pending pods whose template claim has no name yet
 	listErrs []string
+	failed   map[string]bool // the LISTs that failed, by resource
 	slices   int
 	// onNode are the slices of each driver on each node, for the join
 	// with the node's registrations; noNode the slices without
@@ -174,8 +175,14 @@ func (f *Fleet) AddPod(p *corev1.Pod) {
 }
 
 // ListFailed records a LIST that failed.
+// What depends on that list is then not judged (its objects may be only
+// the pages read before the failure): its finding is the LIST's NOT_RUN.
 func (f *Fleet) ListFailed(what string, err error) {
 	f.listErrs = append(f.listErrs, fmt.Sprintf("LIST %s: %v", what, err))
+	if f.failed == nil {
+		f.failed = map[string]bool{}
+	}
+	f.failed[what] = true
 }
 
 // Findings are the fleet's findings, in a fixed order.
@@ -198,8 +205,8 @@ func (f *Fleet) Findings() []report.Finding {
 			continue
 		}
 		accelNodes++
-		if f.sliceOn[n] > 0 {
-			continue
+		if f.sliceOn[n] > 0 || f.failed["resourceslices"] {
+			continue // a slice list that failed may lack this node's
 		}
 		var ev []report.Evidence
 		for _, l := range fn.labels {
@@ -221,6 +228,9 @@ func (f *Fleet) Findings() []report.Finding {
 		}
 		return keys[i].pool < keys[j].pool
 	})
+	if f.failed["resourceslices"] {
+		keys = nil // generations and counts of a partial list say nothing
+	}
 	for _, k := range keys {
 		p := f.pools[k]
 		subject := "pool " + k.driver + "/" + k.pool
@@ -244,7 +254,10 @@ func (f *Fleet) Findings() []report.Finding {
 				[]report.Evidence{{Path: "spec.pool.resourceSliceCount", Value: fmt.Sprint(p.want)}, {Path: "slices listed", Value: fmt.Sprint(have)}})
 		}
 	}
-	registered := f.driverRegistrations(add)
+	registered := 0
+	if !f.failed["resourceslices"] {
+		registered = f.driverRegistrations(add)
+	}
 
 	claims := make([]string, 0, len(f.waiting))
 	for c := range f.waiting {
@@ -257,6 +270,8 @@ func (f *Fleet) Findings() []report.Finding {
 		allocated, exists := f.claims[c]
 		state := "not allocated"
 		switch {
+		case !exists && f.failed["resourceclaims"]:
+			state = "unknown: the LIST of ResourceClaims failed"
 		case !exists:
 			state = "does not exist"
 		case allocated:
@@ -290,7 +305,10 @@ func (f *Fleet) Findings() []report.Finding {
 	for _, x := range out {
 		judged = judged || x.Status != report.NotRun
 	}
-	if !judged && len(f.listErrs) == 0 {
+	// The OK needs something to have been judged: a fleet with no
+	// accelerator node and no slice examined nothing (the report then
+	// has no finding, which is NOT_RUN, exit 2).
+	if !judged && len(f.listErrs) == 0 && (accelNodes > 0 || f.slices > 0) {
 		add("dra.fleet", "DRA_FLEET_OK", report.Pass, "cluster",
 			fmt.Sprintf("%d node(s) (%d with accelerators), %d slice(s) in %d pool(s), %d of them of drivers registered on their nodes per the agents' summaries, no pod pending on a claim",
 				len(f.nodes), accelNodes, f.slices, len(f.pools), registered), nil)

@@ -187,3 +187,44 @@ func TestFleetDriverRegistration(t *testing.T) {
 		t.Errorf("findings %+v", got)
 	}
 }
+
+// A fleet with nothing to judge (no accelerator node, no slice) has no
+// finding: the report is NOT_RUN, exit 2, never an OK.
+func TestFleetNothingExamined(t *testing.T) {
+	f := NewFleet()
+	f.AddNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cpu-only"}})
+	rep := f.Report(Meta{})
+	if len(rep.Findings) != 0 || rep.ExitCode() != report.ExitUnknown {
+		t.Errorf("findings %+v exit %d: want none, exit %d", rep.Findings, rep.ExitCode(), report.ExitUnknown)
+	}
+}
+
+// A failed ResourceSlice LIST leaves what depends on it unjudged: no
+// "node without a slice" for an accelerator node, no pool finding, no
+// registration join; a failed ResourceClaim LIST makes a waited-on claim
+// unknown, not "does not exist".
+func TestFleetPartialLists(t *testing.T) {
+	f := NewFleet()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{"feature.node.kubernetes.io/pci-0302_10de.present": "true"}}}
+	f.AddNode(n)
+	f.AddSlice(slice("node-b", 4)) // a page read before the failure
+	f.ListFailed("resourceslices", errors.New("etcdserver: request timed out"))
+	f.ListFailed("resourceclaims", errors.New("forbidden"))
+	c := "c"
+	f.AddPod(pendingPod("p", corev1.PodResourceClaim{Name: "gpu", ResourceClaimName: &c}))
+	rep := f.Report(Meta{})
+	got := codes(rep.Findings)
+	for _, c := range []string{"DRA_FLEET_NODE_NO_SLICE", "DRA_FLEET_POOL_INCOMPLETE", "DRA_FLEET_POOL_GENERATIONS", "DRA_FLEET_DRIVER_NOT_REGISTERED", "DRA_FLEET_OK"} {
+		if len(got[c]) != 0 {
+			t.Errorf("%s from a failed slice LIST: %+v", c, rep.Findings)
+		}
+	}
+	if len(got["DRA_FLEET_LIST_FAILED"]) != 2 {
+		t.Errorf("want both LISTs' NOT_RUN: %+v", rep.Findings)
+	}
+	for _, fd := range rep.Findings {
+		if fd.Code == "DRA_FLEET_PENDING_ON_CLAIM" && !strings.Contains(fd.Summary, "unknown") {
+			t.Errorf("claim state from a failed claim LIST: %s", fd.Summary)
+		}
+	}
+}
