@@ -18,6 +18,7 @@ import (
 	"github.com/accel-doctor/accel-doctor/internal/deviceplugin"
 	"github.com/accel-doctor/accel-doctor/internal/diagnose"
 	"github.com/accel-doctor/accel-doctor/internal/report"
+	"github.com/accel-doctor/accel-doctor/internal/trim"
 )
 
 // The commands that speak to the Kubernetes API, or read its objects,
@@ -187,5 +188,5 @@ func isKubeCode(code string) bool {
 func ExitFor(code int) error { return exitFor(code) }
 
 // TrimImageLater drops the process's clean pages of its own executable
-// now and again after start-up (trimImage): for long-running commands.
-func TrimImageLater() { trimImageLater() }
+// now and again after start-up (internal/trim): for long-running commands.
+func TrimImageLater() { trim.Later() }

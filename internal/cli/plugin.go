@@ -26,6 +26,7 @@ import (
 	"github.com/accel-doctor/accel-doctor/internal/deviceplugin"
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 	"github.com/accel-doctor/accel-doctor/internal/report"
+	"github.com/accel-doctor/accel-doctor/internal/trim"
 )
 
 func newPluginCmd(g *globals) *cobra.Command {
@@ -161,7 +162,7 @@ SIGTERM or SIGINT: the sockets are removed and it exits 0.`,
 				}
 				defer stop()
 			}
-			trimImageLater()
+			trim.Later()
 			return p.Run(ctx)
 		},
 	}

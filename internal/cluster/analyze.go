@@ -387,9 +387,13 @@ func (a *Analyzer) nodeFindings(name string) []report.Finding {
 		add("cluster.plugins", "CLUSTER_PLUGIN_POD_NOT_READY", report.Fail,
 			fmt.Sprintf("plugin pod %s/%s (DaemonSet %s) is not Ready: %s", p.namespace, p.name, p.owner, p.why), ev)
 	}
-	if len(out) == 0 && ns != nil {
-		summary := "no extended resource, no accelerator hardware label, no plugin pod"
-		if len(okEvidence) > 0 {
+	// A node with nothing of an accelerator (no extended resource, no
+	// hardware label, no agent summary, no plugin pod) was looked at but
+	// nothing on it was judged: no OK, so that a cluster of such nodes
+	// ends NOT_RUN ("nothing was checked"), never PASS.
+	if len(out) == 0 && ns != nil && len(okEvidence) > 0 {
+		summary := ""
+		{
 			var rs []string
 			for _, r := range ns.resources {
 				rs = append(rs, r.name+" "+r.allocatable.String()+"/"+r.capacity.String())
