@@ -392,16 +392,13 @@ func (a *Analyzer) nodeFindings(name string) []report.Finding {
 	// nothing on it was judged: no OK, so that a cluster of such nodes
 	// ends NOT_RUN ("nothing was checked"), never PASS.
 	if len(out) == 0 && ns != nil && len(okEvidence) > 0 {
-		summary := ""
-		{
-			var rs []string
-			for _, r := range ns.resources {
-				rs = append(rs, r.name+" "+r.allocatable.String()+"/"+r.capacity.String())
-			}
-			summary = "allocatable/capacity: " + strings.Join(rs, ", ")
-			if len(rs) == 0 {
-				summary = "no extended resource; nothing wrong"
-			}
+		var rs []string
+		for _, r := range ns.resources {
+			rs = append(rs, r.name+" "+r.allocatable.String()+"/"+r.capacity.String())
+		}
+		summary := "allocatable/capacity: " + strings.Join(rs, ", ")
+		if len(rs) == 0 {
+			summary = "no extended resource; nothing wrong"
 		}
 		add("cluster.node", "CLUSTER_NODE_OK", report.Pass, summary, okEvidence)
 	}

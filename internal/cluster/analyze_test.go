@@ -64,7 +64,7 @@ func TestNodeResources(t *testing.T) {
 		"FAIL CLUSTER_RESOURCE_UNALLOCATABLE node/none",
 		"WARN CLUSTER_RESOURCE_UNALLOCATABLE node/some",
 		"FAIL CLUSTER_RESOURCE_UNALLOCATABLE node/capacity-only",
-		"PASS CLUSTER_NODE_OK node/plain",
+		// plain: nothing of an accelerator to judge, so no OK either.
 	)
 	for _, f := range fs {
 		if f.Subject == "node/some" && !strings.Contains(f.Summary, "capacity 8, allocatable 6") {
@@ -103,7 +103,7 @@ func TestHardwareNotAdvertised(t *testing.T) {
 		"WARN CLUSTER_HARDWARE_NOT_ADVERTISED node/nv-other",
 		"WARN CLUSTER_HARDWARE_NOT_ADVERTISED node/nv-zero",
 		"PASS CLUSTER_NODE_OK node/unknown-vendor",
-		"PASS CLUSTER_NODE_OK node/nic",
+		// nic: no accelerator label, no resource: not judged, no OK.
 		"WARN CLUSTER_HARDWARE_NOT_ADVERTISED node/agent-missing",
 		"PASS CLUSTER_NODE_OK node/agent-ok",
 		"WARN CLUSTER_HARDWARE_NOT_ADVERTISED node/agent-any",
@@ -276,5 +276,19 @@ func TestCodesCatalog(t *testing.T) {
 		if !seen[code] {
 			t.Errorf("%s is not in Codes", code)
 		}
+	}
+}
+
+// A cluster whose nodes have nothing of an accelerator (no extended
+// resource, no accelerator label, no agent summary, no plugin pod) was
+// listed but not judged: no finding, so the report is NOT_RUN (exit 2),
+// never a PASS.
+func TestCPUOnlyClusterIsNotJudged(t *testing.T) {
+	a := NewAnalyzer()
+	a.AddNode(node("cpu-1", nil, nil, nil))
+	a.AddNode(node("cpu-2", map[string][2]string{"kubernetes.io/batch": {"1", "1"}}, nil, nil))
+	rep := a.Report(Meta{})
+	if len(rep.Findings) != 0 || rep.ExitCode() != report.ExitUnknown {
+		t.Errorf("findings %+v, exit %d: want none and exit %d", rep.Findings, rep.ExitCode(), report.ExitUnknown)
 	}
 }
