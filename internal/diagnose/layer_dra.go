@@ -167,8 +167,11 @@ func judgeDRARegistration(out *Out, r *dra.Registration) {
 	case a == kubelet.Refused:
 		out.Add("DRA_REGISTRATION_DEAD", report.Fail, name, "no driver listens on registration socket "+r.Name+" (connection refused)", ev...)
 		return
-	case couldNotLook(a) || a == kubelet.NotSocket:
-		return // nothing known of it
+	case couldNotLook(a):
+		out.NotRun("DRA_REGISTRATION_NOT_ANSWERING", name, "registration socket "+r.Name+" could not be tried", dialWhy(r.Dial), ev...)
+		return
+	case a == kubelet.NotSocket:
+		return // not a socket: the kubelet's plugin watcher skips it too
 	case a != kubelet.Answered:
 		out.Add("DRA_REGISTRATION_NOT_ANSWERING", report.Fail, name, "registration socket "+r.Name+" does not answer GetInfo ("+string(a)+")", ev...)
 		return
@@ -179,6 +182,11 @@ func judgeDRARegistration(out *Out, r *dra.Registration) {
 	if r.Unsupported {
 		out.Add("DRA_UNSUPPORTED_VERSION", report.Fail, name,
 			"driver "+name+" registers versions "+strings.Join(r.Info.SupportedVersions, ", ")+", none of which this kubelet's DRA manager speaks", ev...)
+	}
+	if r.Endpoint != nil && r.Endpoint.Dial.Answer == kubelet.NoAccess {
+		out.NotRun("DRA_ENDPOINT_MISSING", name, "whether driver "+name+"'s endpoint "+r.Endpoint.Path+" accepts a connection is not known",
+			dialWhy(r.Endpoint.Dial), append(ev, Ev(r.Endpoint.Path, dialWhy(r.Endpoint.Dial)))...)
+		return
 	}
 	if r.Endpoint != nil && r.Endpoint.Dial.Answer != dra.Connected {
 		out.Add("DRA_ENDPOINT_MISSING", report.Fail, name,

@@ -320,6 +320,12 @@ func TestDRARegistrationJudged(t *testing.T) {
 		{"unsupported", dra.Registration{Dial: answered, Info: info("1.0.0"), Endpoint: ep(dra.Connected), Unsupported: true}, "DRA_UNSUPPORTED_VERSION FAIL"},
 		{"dead", dra.Registration{Dial: kubelet.Dial{Method: "GetInfo", Answer: kubelet.Refused}}, "DRA_REGISTRATION_DEAD FAIL"},
 		{"a device plugin's", dra.Registration{Dial: answered, Info: &dra.PluginInfo{Type: "DevicePlugin", Name: "x"}}, ""},
+		// Could not look: NOT_RUN, never silence, never the FAIL.
+		{"registration no access", dra.Registration{Dial: kubelet.Dial{Method: "GetInfo", Answer: kubelet.NoAccess, Err: "permission denied"}}, "DRA_REGISTRATION_NOT_ANSWERING NOT_RUN"},
+		{"registration gone", dra.Registration{Dial: kubelet.Dial{Method: "GetInfo", Answer: kubelet.Gone}}, "DRA_REGISTRATION_NOT_ANSWERING NOT_RUN"},
+		{"registration timed out", dra.Registration{Dial: kubelet.Dial{Method: "GetInfo", Answer: kubelet.TimedOut}}, "DRA_REGISTRATION_NOT_ANSWERING FAIL"},
+		{"endpoint no access", dra.Registration{Dial: answered, Info: info("v1.DRAPlugin"), Endpoint: ep(kubelet.NoAccess)}, "DRA_ENDPOINT_MISSING NOT_RUN"},
+		{"endpoint gone", dra.Registration{Dial: answered, Info: info("v1.DRAPlugin"), Endpoint: ep(kubelet.Gone)}, "DRA_ENDPOINT_MISSING FAIL"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.r.Path, c.r.Name, c.r.Type = "/var/lib/kubelet/plugins_registry/gpu.example.com-reg.sock", "gpu.example.com-reg.sock", "socket"

@@ -208,7 +208,7 @@ func Read(ctx context.Context, root *hostfs.Root, opts Options) (*Node, error) {
 		n.markOlder()
 		root.Capture(captureName(kdir), n.marshalCapture())
 	}
-	linkDirs(n.DriverDirs, n.Registrations, n.RegistryState == kubelet.Present || n.RegistryState == kubelet.Absent)
+	linkDirs(n.DriverDirs, n.Registrations, n.registrationsKnown())
 	n.resolveCDI(reg)
 	n.double(root, reg, kdir, opts.DevicePluginCheckpoint)
 	n.readRuntimeCDI(root, reg)
@@ -434,7 +434,7 @@ func (n *Node) Registered(driver string) bool {
 // live registration names, sorted; nil when the registrations could not
 // be read (then nothing is known).
 func (n *Node) UnregisteredClaimDrivers() []string {
-	if n.State == nil || n.RegistryState != kubelet.Present && n.RegistryState != kubelet.Absent {
+	if n.State == nil || !n.registrationsKnown() {
 		return nil
 	}
 	seen := map[string]bool{}
@@ -468,4 +468,20 @@ func rejectedSpec(reg *cdi.Registry, id string) string {
 		}
 	}
 	return ""
+}
+
+// registrationsKnown: which drivers are registered can be told. Not when
+// the registration directory was not read, nor when one of its sockets
+// could not be tried (no access, or gone between the listing and the
+// dial): that one may be any driver's live registration.
+func (n *Node) registrationsKnown() bool {
+	if n.RegistryState != kubelet.Present && n.RegistryState != kubelet.Absent {
+		return false
+	}
+	for _, r := range n.Registrations {
+		if a := r.Dial.Answer; a == kubelet.NoAccess || a == kubelet.Gone {
+			return false
+		}
+	}
+	return true
 }

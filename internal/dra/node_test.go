@@ -378,3 +378,23 @@ func TestRegistryUnreadable(t *testing.T) {
 		t.Errorf("driver dir %+v", dd)
 	}
 }
+
+// A registration socket that could not be tried may be any driver's live
+// registration: no claim's driver is then "not registered", and no driver
+// directory is judged against the registrations.
+func TestRegistrationsUnknownWhenOneCouldNotBeTried(t *testing.T) {
+	n := &Node{RegistryState: kubelet.Present, State: &State{}}
+	if !n.registrationsKnown() {
+		t.Fatal("an empty, read registry: known")
+	}
+	for _, a := range []kubelet.Answer{kubelet.NoAccess, kubelet.Gone} {
+		n.Registrations = []*Registration{{Name: "x-reg.sock", Dial: kubelet.Dial{Answer: a}}}
+		if n.registrationsKnown() || n.UnregisteredClaimDrivers() != nil {
+			t.Errorf("a registration that answered %s: registrations known", a)
+		}
+	}
+	n.Registrations = []*Registration{{Name: "x-reg.sock", Dial: kubelet.Dial{Answer: kubelet.Refused}}}
+	if !n.registrationsKnown() {
+		t.Error("a refused registration is dead, and known")
+	}
+}
