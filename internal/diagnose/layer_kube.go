@@ -314,7 +314,11 @@ func judgeCheckpoint(e *Env, out *Out, n *kubelet.Node) {
 	case kubelet.Absent, kubelet.NotCaptured:
 		return // no allocations yet (a kubelet writes it on a device update), or not captured: nothing to judge
 	case kubelet.Unreadable:
-		if n.Checkpoint == nil && strings.Contains(n.CheckpointErr, "permission") {
+		// Could not read it (permission, a FIFO, socket or directory
+		// where the file should be, a link loop, too large): nothing is
+		// known of what the kubelet reads there. Only a file that was
+		// read and does not parse is the FAIL.
+		if n.Checkpoint == nil && !n.CheckpointMalformed {
 			out.NotRun("KUBELET_CHECKPOINT_CORRUPT", "kubelet_internal_checkpoint", "the checkpoint could not be read", n.CheckpointErr, cpEv)
 			return
 		}

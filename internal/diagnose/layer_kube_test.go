@@ -234,6 +234,22 @@ func TestKubeLayer(t *testing.T) {
 			cp, _ := kubelet.ParseCheckpoint(b)
 			n.checkpoint(cp, n.t0.Add(5*time.Second), true)
 		}, []string{"KUBELET_CHECKPOINT_CORRUPT FAIL"}, true},
+		{"checkpoint that does not parse", func(n *kubeNode) {
+			healthyKube(n)
+			if err := os.WriteFile(filepath.Join(n.dir, kubelet.CheckpointName), []byte("{not json"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"KUBELET_CHECKPOINT_CORRUPT FAIL"}, false},
+		{"checkpoint path is a directory", func(n *kubeNode) {
+			healthyKube(n)
+			p := filepath.Join(n.dir, kubelet.CheckpointName)
+			if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+				t.Fatal(err)
+			}
+			if err := os.Mkdir(p, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"KUBELET_CHECKPOINT_CORRUPT NOT_RUN"}, false},
 		{"kubelet stopped", func(n *kubeNode) {
 			n.dead("nvidia-gpu.sock", n.t0)
 		}, []string{"KUBELET_SOCKET_MISSING FAIL", "KUBELET_PLUGIN_SOCKET_DEAD FAIL"}, true},

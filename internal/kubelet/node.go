@@ -59,6 +59,9 @@ type Node struct {
 	CheckpointPath  string `json:"checkpoint_path"`
 	CheckpointState State  `json:"checkpoint_state"`
 	CheckpointErr   string `json:"checkpoint_error,omitempty"`
+	// CheckpointMalformed: the checkpoint was read and does not parse
+	// (Unreadable otherwise means it could not be read at all).
+	CheckpointMalformed bool `json:"checkpoint_malformed,omitempty"`
 	// CheckpointModTime is when the kubelet last wrote the checkpoint:
 	// it rewrites it on every device update of any plugin and every
 	// allocation (manager.go writeCheckpoint), so a plugin socket bound
@@ -240,6 +243,7 @@ func (n *Node) readCheckpoint(root *hostfs.Root, kdir string) {
 	cp, err := ParseCheckpoint(b)
 	if err != nil {
 		n.CheckpointState, n.CheckpointErr = Unreadable, fmt.Sprintf("%s: %v", n.CheckpointPath, err)
+		n.CheckpointMalformed = true
 		return
 	}
 	n.Checkpoint = cp
