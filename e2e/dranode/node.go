@@ -354,10 +354,7 @@ func (n *node) statePath() string { return filepath.Join(n.kdir, "dra_manager_st
 // check runs `accel-doctor check --root ROOT --layer kube -o json`.
 func (n *node) check() ([]harness.Finding, string) {
 	n.t.Helper()
-	fs, raw, notRun := n.k.CheckKube(n.t)
-	if notRun != "" {
-		n.t.Fatalf("check cannot judge the kube layer in this build: %s", notRun)
-	}
+	fs, raw := n.k.CheckKube(n.t)
 	n.t.Logf("check --layer kube:\n%s", summarize(fs))
 	return fs, raw
 }

@@ -287,24 +287,20 @@ func Run(t testing.TB, ctx context.Context, bin string, args ...string) (stdout,
 
 // CheckKube runs `accel-doctor check --root ROOT --layer kube -o json`
 // over what the Kubelet left in its directory, and returns the findings
-// and the raw report. notRun is not "" when check cannot judge the layer
-// in this build (exit 2: a usage error, e.g. the layer has no checks yet):
-// it says why, and the caller skips its assertions on check with it.
-func (k *Kubelet) CheckKube(t testing.TB) (findings []Finding, raw string, notRun string) {
+// and the raw report. Exit 2 with a report is a verdict (every finding
+// NOT_RUN); exit 2 without one is a usage error, and fails the test: the
+// layer exists, so check must be able to judge the directory.
+func (k *Kubelet) CheckKube(t testing.TB) (findings []Finding, raw string) {
 	t.Helper()
 	stdout, stderr, code := Run(t, context.Background(), AccelDoctor(t), "check", "--root", k.Root, "--layer", "kube", "-o", "json")
-	out := []byte(stdout)
-	if code == 2 {
-		return nil, string(out), fmt.Sprintf("accel-doctor check --root %s --layer kube: exit 2: %s", k.Root, strings.TrimSpace(stderr))
-	}
-	if code != 0 && code != 1 {
-		t.Fatalf("accel-doctor check --layer kube: exit %d: %s\n%s", code, stderr, out)
+	if code != 0 && code != 1 && code != 2 {
+		t.Fatalf("accel-doctor check --layer kube: exit %d: %s\n%s", code, stderr, stdout)
 	}
 	var rep struct {
 		Findings []Finding `json:"findings"`
 	}
-	if err := json.Unmarshal(out, &rep); err != nil {
-		t.Fatalf("accel-doctor check -o json: %v\n%s", err, out)
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("accel-doctor check --root %s --layer kube: exit %d, not a report (%v): %s\n%s", k.Root, code, err, strings.TrimSpace(stderr), stdout)
 	}
-	return rep.Findings, string(out), ""
+	return rep.Findings, stdout
 }
