@@ -35,8 +35,14 @@ func (r *Root) NotGiven(p string) (string, bool) {
 	}
 	r.mountsOnce.Do(func() {
 		b, err := os.ReadFile(SelfMountInfo)
-		if err == nil {
-			r.mounts, _ = ParseMountPoints(b) // a line that does not parse is skipped; the rest stand
+		if err != nil {
+			return
+		}
+		// A table read in part could lack the very mounts that give the
+		// root its paths, and then call everything not given: use it
+		// whole or not at all.
+		if ms, err := ParseMountPoints(b); err == nil {
+			r.mounts = ms
 		}
 	})
 	dir := r.real
