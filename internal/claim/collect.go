@@ -139,15 +139,16 @@ func (c *Client) Nodes(ctx context.Context) ([]*corev1.Node, error) {
 
 // Gather reads the claim and, when it is not allocated, what explains it:
 // the classes, slices, claims and nodes, listed at once. A failed LIST of
-// nodes is not fatal (the allocator does not run: NodesErr); any other
+// nodes is not fatal: Input.NodesErr says why, and Nodes is empty (the
+// pages read before the failure are not the cluster's nodes); any other
 // failure is.
-func Gather(ctx context.Context, c *Client, namespace, name string) (in Input, nodesErr error, err error) {
+func Gather(ctx context.Context, c *Client, namespace, name string) (in Input, err error) {
 	in.Claim, err = c.Claim(ctx, namespace, name)
 	if err != nil {
-		return in, nil, fmt.Errorf("get resourceclaim %s/%s: %w", namespace, name, err)
+		return in, fmt.Errorf("get resourceclaim %s/%s: %w", namespace, name, err)
 	}
 	if in.Claim.Status.Allocation != nil {
-		return in, nil, nil
+		return in, nil
 	}
 	var (
 		wg   sync.WaitGroup
@@ -161,8 +162,11 @@ func Gather(ctx context.Context, c *Client, namespace, name string) (in Input, n
 	wg.Wait()
 	for i, what := range []string{"deviceclasses", "resourceslices", "resourceclaims"} {
 		if errs[i] != nil {
-			return in, nil, fmt.Errorf("list %s: %w", what, errs[i])
+			return in, fmt.Errorf("list %s: %w", what, errs[i])
 		}
 	}
-	return in, errs[3], nil
+	if errs[3] != nil {
+		in.Nodes, in.NodesErr = nil, fmt.Sprintf("list nodes: %v", errs[3])
+	}
+	return in, nil
 }

@@ -34,6 +34,9 @@ type Input struct {
 	// Nodes are the cluster's nodes: the allocator tries each. Without
 	// them the allocator does not run (Allocator.Ran false).
 	Nodes []*corev1.Node
+	// NodesErr says why Nodes could not be listed: the allocator does
+	// not run, with this reason.
+	NodesErr string
 }
 
 // Exclusion is why one device cannot serve one request.
@@ -514,6 +517,9 @@ func minDevices(c *resourceapi.ResourceClaim) int64 {
 // runAllocator runs the structured allocator on every node, in name
 // order, and stops at the first that takes the claim.
 func runAllocator(ctx context.Context, in Input, inUse sets.Set[structured.DeviceID]) Allocator {
+	if in.NodesErr != "" {
+		return Allocator{Reason: in.NodesErr}
+	}
 	if len(in.Nodes) == 0 {
 		return Allocator{Reason: "no Node objects: the allocator places claims on nodes"}
 	}

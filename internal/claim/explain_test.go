@@ -301,3 +301,23 @@ func BenchmarkExplain1000Slices(b *testing.B) {
 		}
 	}
 }
+
+// Nodes that could not be listed: the allocator does not run, and says
+// why (the LIST's error), rather than trying the pages read before it.
+func TestExplainNodesNotListed(t *testing.T) {
+	in := world(claimOf("big", "gpu", 8))
+	in.Nodes, in.NodesErr = nil, "list nodes: forbidden"
+	e, rep := explain(t, in)
+	if e.Allocator.Ran || e.Allocator.Reason != "list nodes: forbidden" {
+		t.Errorf("allocator %+v: want not run, with the LIST's error", e.Allocator)
+	}
+	found := false
+	for _, f := range rep.Findings {
+		if f.Code == "CLAIM_ALLOCATOR_NOT_RUN" && strings.Contains(f.Reason, "forbidden") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no CLAIM_ALLOCATOR_NOT_RUN naming the error: %+v", rep.Findings)
+	}
+}

@@ -1,7 +1,6 @@
 package kubecli
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
@@ -59,7 +58,7 @@ Exit status: 0 allocated or allocatable; 1 the claim cannot be allocated;
 				return cli.UsageErr("%v", err)
 			}
 			meta := claim.Meta{Tool: "accel-doctor " + cli.Version, Source: host, Now: time.Now()}
-			in, nodesErr, err := claim.Gather(cmd.Context(), client, ns, name)
+			in, err := claim.Gather(cmd.Context(), client, ns, name)
 			if err != nil {
 				rep := claim.NotRead(meta, "resourceclaim/"+ns+"/"+name, err)
 				if rerr := g.Render(rep, true); rerr != nil {
@@ -70,9 +69,6 @@ Exit status: 0 allocated or allocatable; 1 the claim cannot be allocated;
 			e, err := claim.Explain(cmd.Context(), in)
 			if err != nil {
 				return err
-			}
-			if nodesErr != nil && !e.Allocated {
-				e.Allocator = claim.Allocator{Reason: fmt.Sprintf("list nodes: %v", nodesErr)}
 			}
 			rep := e.Report(meta)
 			if err := g.Render(rep, true); err != nil {
