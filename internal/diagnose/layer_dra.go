@@ -29,7 +29,7 @@ func draCheck() Check {
 // a snapshot keeps in its capture.
 func (e *Env) DRA() (*dra.Node, error) {
 	return memo(e, "dra.node", func() (*dra.Node, error) {
-		o := dra.Options{KubeletDir: e.Opts.KubeletDir, Timeout: kubeTimeout}
+		o := dra.Options{KubeletDir: e.Opts.KubeletDir, Timeout: kubeTimeout, CDIDirs: e.Opts.CDISpecDirs}
 		if n, err := e.Kubelet(); err == nil && n != nil {
 			o.DevicePluginCheckpoint = n.Checkpoint
 		}

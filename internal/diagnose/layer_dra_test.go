@@ -388,3 +388,57 @@ func draCodesOf(rep *report.Report) []string {
 	}
 	return out
 }
+
+// A claim's CDI devices are resolved in the spec directories the runtime
+// reads: containerd's cdi_spec_dirs, or --cdi-spec-dirs, not the
+// library's defaults alone (a spec in /opt/cdi was a false
+// DRA_CLAIM_CDI_UNRESOLVED).
+func TestDRAClaimCDIInRuntimeDirs(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(draNodes+"dra-healthy")); err != nil {
+		t.Fatal(err)
+	}
+	specs, err := filepath.Glob(filepath.Join(dir, "var/run/cdi/*.json"))
+	if err != nil || len(specs) != 1 {
+		t.Fatalf("the claim's spec: %v %v", specs, err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "opt/cdi"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(specs[0], filepath.Join(dir, "opt/cdi", filepath.Base(specs[0]))); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "etc/containerd/config.toml")
+	b, err := os.ReadFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(conf, []byte(strings.Replace(string(b), `"/var/run/cdi"]`, `"/opt/cdi"]`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root, err := hostfs.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, opts := range map[string]Options{
+		"containerd's cdi_spec_dirs": {Layers: []report.Layer{report.LayerKube}},
+		"--cdi-spec-dirs":            {Layers: []report.Layer{report.LayerKube}, CDISpecDirs: []string{"/etc/cdi", "/opt/cdi"}},
+	} {
+		rep := runFixture(t, root, "dra-opt-cdi", opts)
+		for _, f := range rep.Findings {
+			if f.Check == "kube.dra" && f.Code == "DRA_CLAIM_CDI_UNRESOLVED" {
+				t.Errorf("%s: %s %s: %s", name, f.Code, f.Status, f.Summary)
+			}
+		}
+	}
+	// And the spec really is needed: with the library's defaults only,
+	// the claim's device does not resolve.
+	rep := runFixture(t, root, "dra-opt-cdi", Options{Layers: []report.Layer{report.LayerKube}, CDISpecDirs: []string{"/etc/cdi", "/var/run/cdi"}})
+	unresolved := false
+	for _, f := range rep.Findings {
+		unresolved = unresolved || f.Code == "DRA_CLAIM_CDI_UNRESOLVED" && f.Status == report.Fail
+	}
+	if !unresolved {
+		t.Error("with /var/run/cdi named, the moved spec is not found: want DRA_CLAIM_CDI_UNRESOLVED FAIL")
+	}
+}

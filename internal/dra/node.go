@@ -171,9 +171,6 @@ func Read(ctx context.Context, root *hostfs.Root, opts Options) (*Node, error) {
 	n := &Node{KubeletDir: kdir, RegistryDir: RegistryDir(kdir), PluginsDir: PluginsDir(kdir),
 		StatePath: path.Join(kdir, StateName)}
 	n.CDIDirs = opts.CDIDirs
-	if n.CDIDirs == nil {
-		n.CDIDirs = cdi.DefaultSpecDirs
-	}
 
 	var wg sync.WaitGroup
 	if b, ok := root.Captured(captureName(kdir)); ok {
@@ -202,16 +199,32 @@ func Read(ctx context.Context, root *hostfs.Root, opts Options) (*Node, error) {
 		n.readKubeletStart(root)
 	}
 	n.readState(root, kdir)
-	reg := cdi.Load(root, n.CDIDirs)
 	wg.Wait()
 	if !n.Replayed {
 		n.markOlder()
 		root.Capture(captureName(kdir), n.marshalCapture())
 	}
 	linkDirs(n.DriverDirs, n.Registrations, n.registrationsKnown())
+	if len(n.Drivers()) == 0 {
+		// No DRA driver on the node: no claim's devices to resolve,
+		// none doubled, no runtime to judge under one; the CDI specs
+		// and the runtimes are not read (this runs on every check).
+		if n.CDIDirs == nil {
+			n.CDIDirs = cdi.DefaultSpecDirs
+		}
+		return n, nil
+	}
+	// The spec directories the runtime reads: --cdi-spec-dirs, else the
+	// first CDI-enabled runtime's configured ones, else the library's
+	// defaults (as the container layer resolves them).
+	rts, _ := cdi.FindRuntimes(root)
+	if n.CDIDirs == nil {
+		n.CDIDirs, _ = cdi.SpecDirs(rts)
+	}
+	reg := cdi.Load(root, n.CDIDirs)
 	n.resolveCDI(reg)
 	n.double(root, reg, kdir, opts.DevicePluginCheckpoint)
-	n.readRuntimeCDI(root, reg)
+	n.readRuntimeCDI(reg, rts)
 	return n, nil
 }
 

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/accel-doctor/accel-doctor/internal/cdi"
-	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 )
 
 // A DRA driver hands the kubelet CDI device names in its
@@ -88,15 +87,15 @@ func criRuntime(rt *cdi.Runtime, criDockerd bool) bool {
 	return false
 }
 
-// readRuntimeCDI reads the CRI runtimes and the drivers' spec versions.
-func (n *Node) readRuntimeCDI(root *hostfs.Root, reg *cdi.Registry) {
+// readRuntimeCDI judges the CRI runtimes among rts (cdi.FindRuntimes of
+// the root) against the drivers' spec versions in reg.
+func (n *Node) readRuntimeCDI(reg *cdi.Registry, rts []*cdi.Runtime) {
 	drivers := n.ActiveDrivers()
 	if len(drivers) == 0 {
 		return
 	}
 	rc := &RuntimeCDI{Drivers: drivers}
 	n.RuntimeCDI = rc
-	rts, _ := cdi.FindRuntimes(root)
 	criDockerd := false
 	for _, rt := range rts {
 		criDockerd = criDockerd || rt.Name == "cri-dockerd"
