@@ -18,6 +18,7 @@ const module = "github.com/accel-doctor/accel-doctor/internal/"
 var allowed = map[string][]string{
 	"hostfs":   {},
 	"report":   {},
+	"lazyre":   {}, // regexps compiled on first use, for the readers
 	"trim":     {}, // madvise of the process's own image; cli's long-running commands call it
 	"pci":      {"hostfs"},
 	"driver":   {"hostfs", "pci"},
@@ -27,10 +28,10 @@ var allowed = map[string][]string{
 	"enter":    {"probe"},                     // the second writer (container --probe); only cli (and cmd) import it
 	"probe":    {"hostfs"},
 	"runtime":  {"hostfs"},
-	"cdi":      {"hostfs", "runtime"},
+	"cdi":      {"hostfs", "runtime", "lazyre"},
 	"iommu":    {"hostfs", "pci", "runtime"},
-	"kubelet":  {"hostfs", "pci", "driver"},  // the node's kubelet state, read-only
-	"dra":      {"hostfs", "kubelet", "cdi"}, // the node's DRA state, read-only
+	"kubelet":  {"hostfs", "pci", "driver", "lazyre"},  // the node's kubelet state, read-only
+	"dra":      {"hostfs", "kubelet", "cdi", "lazyre"}, // the node's DRA state, read-only
 	"topo":     {"hostfs", "pci"},
 	"fixture":  {"hostfs", "pci", "kubelet"}, // pci.ConfigSpec encodes the trees' config spaces; kubelet their kubelet captures
 	"demo":     {"hostfs"},
@@ -38,7 +39,7 @@ var allowed = map[string][]string{
 	"lint":     {"report"}, // manifests only (bytes in, findings out); in accel-doctor-kube (internal/kubecli)
 	// deviceplugin sits beside diagnose: a writer (its sockets, its CDI
 	// spec) that reads devices through the readers and reports findings.
-	"deviceplugin": {"hostfs", "pci", "devnode", "cdi", "report"},
+	"deviceplugin": {"hostfs", "pci", "devnode", "cdi", "report", "lazyre"},
 	"cluster":      {"report"}, // reads the API server (client-go) and reports findings
 	// dramock is a writer beside deviceplugin: the DRA mock driver (its
 	// sockets and CDI specs) and the kubelet-side DRA tester.

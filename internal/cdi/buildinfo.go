@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+	"github.com/accel-doctor/accel-doctor/internal/lazyre"
 )
 
 // MaxBinarySize bounds a runtime binary mapped to read its build
@@ -137,7 +138,7 @@ func dep(bi *debug.BuildInfo, paths ...string) (moduleDep, bool) {
 // or "-X .../dockerversion.Version=28.0.1" (dockerd), which module-mode
 // builds record in the build settings (unless built with -trimpath,
 // which leaves -ldflags out: then the package database answers).
-var ldflagsVersion = lazyRegexp(`-X[ =]'?([^ '=]*(?:/version|/dockerversion|/define))\.Version=([^ ']+)`)
+var ldflagsVersion = lazyre.New(`-X[ =]'?([^ '=]*(?:/version|/dockerversion|/define))\.Version=([^ ']+)`)
 
 // mainVersion is the runtime's own version from its build information:
 // the main module's version, else the one stamped by -ldflags.

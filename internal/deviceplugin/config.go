@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/accel-doctor/accel-doctor/internal/lazyre"
 	"go.yaml.in/yaml/v3"
 	cdiparser "tags.cncf.io/container-device-interface/pkg/parser"
 )
@@ -164,8 +165,8 @@ func ParseConfig(r io.Reader) (*Config, error) {
 	return &c, nil
 }
 
-var hex4 = lazyRegexp(`^[0-9a-fA-F]{4}$`)
-var hexClass = lazyRegexp(`^([0-9a-fA-F]{2}){1,3}$`)
+var hex4 = lazyre.New(`^[0-9a-fA-F]{4}$`)
+var hexClass = lazyre.New(`^([0-9a-fA-F]{2}){1,3}$`)
 
 // Validate checks a config and fills in its defaults.
 func (c *Config) Validate() error {

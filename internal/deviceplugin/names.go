@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/accel-doctor/accel-doctor/internal/lazyre"
 	"k8s.io/apimachinery/pkg/api/validate/content"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 )
@@ -57,7 +58,7 @@ func ValidateResourceName(name string) error {
 // "[-._a-zA-Z][-._a-zA-Z0-9]*", and not ".", ".." or "..."-prefixed,
 // hasChDirPrefix). That package is not imported for one regexp: it pulls
 // klog into the binary.
-var envVarName = lazyRegexp(`^[-._a-zA-Z][-._a-zA-Z0-9]*$`)
+var envVarName = lazyre.New(`^[-._a-zA-Z][-._a-zA-Z0-9]*$`)
 
 // envNameProblem says what is wrong with an environment variable name
 // given to a container, "" when nothing. The kubelet passes a plugin's

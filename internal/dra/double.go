@@ -12,6 +12,7 @@ import (
 	"github.com/accel-doctor/accel-doctor/internal/cdi"
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 	"github.com/accel-doctor/accel-doctor/internal/kubelet"
+	"github.com/accel-doctor/accel-doctor/internal/lazyre"
 )
 
 // DoubleAdvert is one device that a device plugin registered with the
@@ -36,9 +37,9 @@ type DoubleAdvert struct {
 }
 
 var (
-	uuidAny = lazyRegexp(`[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`)
-	bdfAny  = lazyRegexp(`\b[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\b`)
-	nvNode  = lazyRegexp(`^/dev/nvidia([0-9]+)$`)
+	uuidAny = lazyre.New(`[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`)
+	bdfAny  = lazyre.New(`\b[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]\b`)
+	nvNode  = lazyre.New(`^/dev/nvidia([0-9]+)$`)
 )
 
 // double finds devices advertised both ways.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/accel-doctor/accel-doctor/internal/driver"
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+	"github.com/accel-doctor/accel-doctor/internal/lazyre"
 	"github.com/accel-doctor/accel-doctor/internal/pci"
 )
 
@@ -72,12 +73,12 @@ type DeviceMatch struct {
 
 var (
 	uuidRe      = `[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}`
-	gpuUUID     = lazyRegexp(`^GPU-` + uuidRe + `$`)
-	migLegacy   = lazyRegexp(`^MIG-(GPU-` + uuidRe + `)/[0-9]+/[0-9]+$`)
-	migUUID     = lazyRegexp(`^MIG-` + uuidRe + `$`)
-	drmCard     = lazyRegexp(`^(card[0-9]+)-[0-9]+$`)
-	amdXCP      = lazyRegexp(`^amdgpu_xcp_[0-9]+$`)
-	replicaPart = lazyRegexp(`::[0-9]+$`)
+	gpuUUID     = lazyre.New(`^GPU-` + uuidRe + `$`)
+	migLegacy   = lazyre.New(`^MIG-(GPU-` + uuidRe + `)/[0-9]+/[0-9]+$`)
+	migUUID     = lazyre.New(`^MIG-` + uuidRe + `$`)
+	drmCard     = lazyre.New(`^(card[0-9]+)-[0-9]+$`)
+	amdXCP      = lazyre.New(`^amdgpu_xcp_[0-9]+$`)
+	replicaPart = lazyre.New(`::[0-9]+$`)
 )
 
 // ClassifyID says what a device ID looks like and the key to look for on

@@ -2,6 +2,8 @@ package kubelet
 
 import (
 	"strings"
+
+	"github.com/accel-doctor/accel-doctor/internal/lazyre"
 )
 
 // VendorPlugin is what a vendor's device plugin registers for devices
@@ -92,12 +94,12 @@ func (v VendorPlugin) MatchesResource(resource string) bool {
 
 var (
 	// internal/deviceplugin's DefaultSocketName and MockSocketName.
-	accelDoctorSocket = lazyRegexp(`^accel-doctor-(mock-)?([a-z0-9-]+(?:\.[a-z0-9-]+)*)_([A-Za-z0-9][A-Za-z0-9_.-]*?)(?:@[0-9]+)?\.sock$`)
-	nvidiaSocket      = lazyRegexp(`^nvidia-([a-z0-9][a-z0-9.-]*)\.sock$`)
+	accelDoctorSocket = lazyre.New(`^accel-doctor-(mock-)?([a-z0-9-]+(?:\.[a-z0-9-]+)*)_([A-Za-z0-9][A-Za-z0-9_.-]*?)(?:@[0-9]+)?\.sock$`)
+	nvidiaSocket      = lazyre.New(`^nvidia-([a-z0-9][a-z0-9.-]*)\.sock$`)
 	// DNS-1123 subdomain, dash, name, ".sock": Intel's dpapi.
-	intelSocket = lazyRegexp(`^([a-z0-9-]+(?:\.[a-z0-9-]+)+)-([a-z0-9][a-z0-9_.]*)\.sock$`)
+	intelSocket = lazyre.New(`^([a-z0-9-]+(?:\.[a-z0-9-]+)+)-([a-z0-9][a-z0-9_.]*)\.sock$`)
 	// kubevirt device-plugin-manager: namespace "_" name, no suffix.
-	dpmSocket = lazyRegexp(`^([a-z0-9-]+(?:\.[a-z0-9-]+)+)_([A-Za-z0-9][A-Za-z0-9_.-]*)$`)
+	dpmSocket = lazyre.New(`^([a-z0-9-]+(?:\.[a-z0-9-]+)+)_([A-Za-z0-9][A-Za-z0-9_.-]*)$`)
 )
 
 // resourceFromSocketName infers a resource from a socket's name by the
