@@ -112,9 +112,6 @@ func UsageErr(format string, a ...any) error { return usageErr(format, a...) }
 // ExitErr ends a command with code.
 func ExitErr(code int, err error) error { return &exitError{code: code, err: err} }
 
-// ErrFailFound is the error of a run that found a FAIL (exit 1).
-var ErrFailFound = errFailFound
-
 // MainWith is Main with an Extension (accel-doctor-kube's).
 func MainWith(ctx context.Context, args []string, stdout, stderr io.Writer, ext *Extension) int {
 	return mainWith(ctx, args, stdout, stderr, ext)

@@ -103,10 +103,7 @@ document could be judged (empty input, or only kinds lint does not read).`,
 				fmt.Fprintf(g.Stdout(), "\n%d document(s) read: %d workload(s) linted, %d skipped, %d malformed.\n",
 					res.Documents, res.Workloads, res.Skipped, res.Malformed)
 			}
-			if c := rep.ExitCode(); c != 0 {
-				return cli.ExitErr(c, cli.ErrFailFound)
-			}
-			return nil
+			return cli.ExitFor(rep.ExitCode())
 		},
 	}
 	fl := cmd.Flags()

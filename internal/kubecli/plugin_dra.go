@@ -180,10 +180,7 @@ func runDRATest(ctx context.Context, g *cli.Globals, f *draTestFlags, timeout ti
 			return err
 		}
 	}
-	if c := rep.ExitCode(); c != 0 {
-		return cli.ExitErr(c, cli.ErrFailFound)
-	}
-	return nil
+	return cli.ExitFor(rep.ExitCode())
 }
 
 // hostName is the node name a DRA driver uses by default (the kubelet's
