@@ -159,6 +159,12 @@ func otherRuntimes(st report.Status) string {
 
 func judgeDRARegistration(out *Out, r *dra.Registration) {
 	ev := []report.Evidence{Ev(r.Path, r.Type), Ev(r.Dial.Method, dialWhy(r.Dial))}
+	if r.OlderThanKubelet {
+		// No fault by itself (the plugin watcher registers the sockets it
+		// finds at start); beside a dead one it dates the driver's death
+		// before the running kubelet.
+		ev = append(ev, Ev(r.Path+" (mtime)", r.ModTime.UTC().String()+": bound before the running kubelet started"))
+	}
 	name := r.Name
 	if r.Info != nil && r.Info.Name != "" {
 		name = r.Info.Name

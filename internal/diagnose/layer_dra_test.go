@@ -319,6 +319,7 @@ func TestDRARegistrationJudged(t *testing.T) {
 		{"endpoint refused", dra.Registration{Dial: answered, Info: info("v1.DRAPlugin"), Endpoint: ep(kubelet.Refused)}, "DRA_ENDPOINT_MISSING FAIL"},
 		{"unsupported", dra.Registration{Dial: answered, Info: info("1.0.0"), Endpoint: ep(dra.Connected), Unsupported: true}, "DRA_UNSUPPORTED_VERSION FAIL"},
 		{"dead", dra.Registration{Dial: kubelet.Dial{Method: "GetInfo", Answer: kubelet.Refused}}, "DRA_REGISTRATION_DEAD FAIL"},
+		{"dead, bound before the kubelet", dra.Registration{Dial: kubelet.Dial{Method: "GetInfo", Answer: kubelet.Refused}, OlderThanKubelet: true}, "DRA_REGISTRATION_DEAD FAIL"},
 		{"a device plugin's", dra.Registration{Dial: answered, Info: &dra.PluginInfo{Type: "DevicePlugin", Name: "x"}}, ""},
 		// Could not look: NOT_RUN, never silence, never the FAIL.
 		{"registration no access", dra.Registration{Dial: kubelet.Dial{Method: "GetInfo", Answer: kubelet.NoAccess, Err: "permission denied"}}, "DRA_REGISTRATION_NOT_ANSWERING NOT_RUN"},
@@ -334,6 +335,13 @@ func TestDRARegistrationJudged(t *testing.T) {
 			var got []string
 			for _, f := range out.findings {
 				got = append(got, f.Code+" "+string(f.Status))
+				older := false
+				for _, e := range f.Evidence {
+					older = older || strings.Contains(e.Value, "bound before the running kubelet")
+				}
+				if older != c.r.OlderThanKubelet {
+					t.Errorf("%s: evidence %v, OlderThanKubelet %v", f.Code, f.Evidence, c.r.OlderThanKubelet)
+				}
 				if f.Status == report.Pass && f.Subject != "gpu.example.com" {
 					t.Errorf("%s names %q, want the driver", f.Code, f.Subject)
 				}
