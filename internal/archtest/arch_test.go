@@ -30,8 +30,8 @@ var allowed = map[string][]string{
 	"runtime":  {"hostfs"},
 	"cdi":      {"hostfs", "runtime", "lazyre"},
 	"iommu":    {"hostfs", "pci", "runtime"},
-	"kubelet":  {"hostfs", "pci", "driver", "lazyre"},  // the node's kubelet state, read-only
-	"dra":      {"hostfs", "kubelet", "cdi", "lazyre"}, // the node's DRA state, read-only
+	"kubelet":  {"hostfs", "pci", "driver", "lazyre"},            // the node's kubelet state, read-only
+	"dra":      {"hostfs", "kubelet", "cdi", "driver", "lazyre"}, // the node's DRA state, read-only
 	"topo":     {"hostfs", "pci"},
 	"fixture":  {"hostfs", "pci", "kubelet"}, // pci.ConfigSpec encodes the trees' config spaces; kubelet their kubelet captures
 	"demo":     {"hostfs"},

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/accel-doctor/accel-doctor/internal/cdi"
+	"github.com/accel-doctor/accel-doctor/internal/driver"
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 	"github.com/accel-doctor/accel-doctor/internal/kubelet"
 	"github.com/accel-doctor/accel-doctor/internal/lazyre"
@@ -175,36 +176,22 @@ type nvidiaInfo struct {
 }
 
 // readNVIDIA reads the NVIDIA driver's per-GPU information files
-// (nvidia's procfs: "GPU UUID:" and "Device Minor:" lines), the one place
-// that ties a GPU UUID to its PCI address and /dev/nvidiaN.
+// (driver.ReadGPUInformation), the one place that ties a GPU UUID to its
+// PCI address and /dev/nvidiaN.
 func readNVIDIA(root *hostfs.Root) nvidiaInfo {
 	h := nvidiaInfo{byUUID: map[string]nvidiaGPU{}, byMinor: map[string]nvidiaGPU{}}
-	const dir = "/proc/driver/nvidia/gpus"
-	names, err := root.ReadDir(dir)
+	names, err := root.ReadDir(driver.NVIDIAGPUsDir)
 	if err != nil {
 		return h
 	}
 	for _, bdf := range names {
-		b, err := root.ReadFileLimit(path.Join(dir, bdf, "information"), 64<<10)
+		info, err := driver.ReadGPUInformation(root, bdf)
 		if err != nil {
 			continue
 		}
-		g := nvidiaGPU{bdf: strings.ToLower(bdf)}
-		for line := range strings.SplitSeq(string(b), "\n") {
-			k, v, ok := strings.Cut(line, ":")
-			if !ok {
-				continue
-			}
-			switch strings.TrimSpace(k) {
-			case "GPU UUID":
-				if m := uuidAny().FindString(v); m != "" {
-					g.uuid = strings.ToLower(m)
-				}
-			case "Device Minor":
-				if _, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
-					g.minor = strings.TrimSpace(v)
-				}
-			}
+		g := nvidiaGPU{bdf: strings.ToLower(bdf), uuid: strings.ToLower(uuidAny().FindString(info.UUID))}
+		if info.DeviceMinor != nil {
+			g.minor = strconv.FormatUint(uint64(*info.DeviceMinor), 10)
 		}
 		if g.uuid != "" {
 			h.byUUID[g.uuid] = g
