@@ -90,11 +90,9 @@ func Identities(root *hostfs.Root, r *report.Report, kn *kubelet.Node) map[strin
 	var nvidia []string
 	for _, d := range r.Devices {
 		id := Identity{PCIBusID: NVMLBusID(d.ID)}
-		if b, err := root.ReadFileLimit(driver.GPUInformationPath(d.ID), 64<<10); err == nil {
-			if info, err := driver.ParseGPUInformation(b); err == nil {
-				id.UUID, id.ModelName = info.UUID, info.Model
-				nvidia = append(nvidia, d.ID)
-			}
+		if info, err := driver.ReadGPUInformation(root, d.ID); err == nil {
+			id.UUID, id.ModelName = info.UUID, info.Model
+			nvidia = append(nvidia, d.ID)
 		}
 		res := resource[d.ID]
 		if res == "" && id.UUID != "" {
