@@ -250,6 +250,31 @@ func TestKubeLayer(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, []string{"KUBELET_CHECKPOINT_CORRUPT NOT_RUN"}, false},
+		{"plugin socket speaking no gRPC", func(n *kubeNode) {
+			healthyKube(n)
+			l, err := net.Listen("unix", filepath.Join(n.dir, "garbage.sock"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { l.Close() })
+			go func() {
+				for {
+					c, err := l.Accept()
+					if err != nil {
+						return
+					}
+					c.Write([]byte("HTTP/1.0 400 not gRPC\r\n\r\n"))
+					c.Close()
+				}
+			}()
+			n.touch("garbage.sock", n.t0.Add(time.Second))
+		}, []string{"KUBELET_PLUGIN_NOT_ANSWERING FAIL"}, false},
+		{"a file named like a plugin socket", func(n *kubeNode) {
+			healthyKube(n)
+			if err := os.WriteFile(filepath.Join(n.dir, "left-over.sock"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{"KUBELET_PLUGIN_SOCKET_NOT_SOCKET WARN"}, false},
 		{"kubelet stopped", func(n *kubeNode) {
 			n.dead("nvidia-gpu.sock", n.t0)
 		}, []string{"KUBELET_SOCKET_MISSING FAIL", "KUBELET_PLUGIN_SOCKET_DEAD FAIL"}, true},
