@@ -1,7 +1,7 @@
-# The accel-doctor image: the two static binaries and nothing else.
+# The accel-doctor image: the three static binaries and nothing else.
 #
 #   CGO_ENABLED=0 go build -trimpath -tags=grpcnotrace -ldflags="-s -w -X github.com/accel-doctor/accel-doctor/internal/cli.Version=$V" \
-#     -o build/ ./cmd/accel-doctor ./cmd/accel-doctor-kube
+#     -o build/ ./cmd/accel-doctor ./cmd/accel-doctor-kubelet ./cmd/accel-doctor-kube
 #   buildah build -f Dockerfile --build-arg VERSION=$V -t accel-doctor:$V build/     # or: docker build -f Dockerfile build/
 #
 # The build context is the directory holding the binaries (build/ above),
@@ -9,7 +9,7 @@
 # Go toolchain image to pull (deploy/README.md). internal/deploytest builds
 # it this way with buildah.
 #
-# FROM scratch: both binaries are static (CGO_ENABLED=0), and diagnosis
+# FROM scratch: the binaries are static (CGO_ENABLED=0), and diagnosis
 # needs no shell, libc or CA bundle (the in-cluster client's CA comes from
 # the ServiceAccount's mount). The dynamically linked CUDA/NVML companion
 # (cmd/accel-doctor-cuda) is not here: it needs the host's driver libraries,
@@ -19,12 +19,14 @@ FROM scratch
 # The version the binaries were built with (their -X ...cli.Version).
 ARG VERSION=dev
 
-# Side by side: accel-doctor runs accel-doctor-kube, found beside its own
-# executable, for lint, cluster, agent, claim and dra (internal/cli ext.go).
-COPY accel-doctor accel-doctor-kube /usr/bin/
+# Side by side: accel-doctor runs accel-doctor-kubelet, found beside its own
+# executable, for plugin serve/mock/test and for layer 6's calls on the
+# kubelet's sockets, and accel-doctor-kube for lint, cluster, agent, claim
+# and dra (internal/cli ext.go).
+COPY accel-doctor accel-doctor-kubelet accel-doctor-kube /usr/bin/
 
 # PATH for `kubectl exec ... -- accel-doctor ...`, and accel-doctor's second
-# way to find accel-doctor-kube.
+# way to find the other two.
 ENV PATH=/usr/bin
 
 # root (0): the checks read what root owns on the host (/proc/PID of other

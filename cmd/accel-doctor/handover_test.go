@@ -2,12 +2,20 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"google.golang.org/grpc"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/accel-doctor/accel-doctor/internal/report"
 )
 
 // accel-doctor hands the commands that link the Kubernetes client to
@@ -52,5 +60,105 @@ func TestHandOverToKubeBinary(t *testing.T) {
 	}
 	if out, _, code := run("--help"); code != 0 || !strings.Contains(out, "cluster") || !strings.Contains(out, "lint") {
 		t.Errorf("help does not list the handed-over commands: %q", out)
+	}
+}
+
+// Layer 6's calls on the kubelet's sockets are made by accel-doctor-kubelet
+// (internal/kubeletrpc): accel-doctor links no gRPC. With the helper beside
+// it a plugin that answers is judged; without it, or with a helper that
+// answers garbage, the call is NOT_RUN with the reason, never a FAIL.
+func TestKubeletCallsThroughTheHelper(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "var/lib/kubelet/device-plugins")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lis, err := net.Listen("unix", filepath.Join(dir, "fake.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	pluginapi.RegisterDevicePluginServer(srv, answersOptions{})
+	go srv.Serve(lis)
+	defer srv.Stop()
+
+	plugin := func(t *testing.T, bin string) (report.Finding, int) {
+		t.Helper()
+		cmd := exec.Command(bin, "--root", root, "check", "--layer", "kube", "-o", "json")
+		cmd.Env = append(os.Environ(), "PATH=/usr/bin:/bin")
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		var rep report.Report
+		if err := json.Unmarshal(o.Bytes(), &rep); err != nil {
+			t.Fatalf("%v: %s%s", err, o.String(), e.String())
+		}
+		for _, f := range rep.Findings {
+			if f.Subject == "fake.sock" {
+				return f, code
+			}
+		}
+		t.Fatalf("no finding for fake.sock: %s", o.String())
+		return report.Finding{}, 0
+	}
+
+	// Alone (TestMain's binary), no helper on PATH.
+	if f, code := plugin(t, bin); f.Status != report.NotRun || f.Code != "KUBELET_PLUGIN_NOT_ANSWERING" || !strings.Contains(f.Reason, "accel-doctor-kubelet") || code != 0 {
+		t.Errorf("without accel-doctor-kubelet: exit %d, %+v", code, f)
+	}
+
+	// A helper that answers garbage.
+	bad := t.TempDir()
+	copyExe(t, bin, filepath.Join(bad, "accel-doctor"))
+	if err := os.WriteFile(filepath.Join(bad, "accel-doctor-kubelet"), []byte("#!/bin/sh\necho '{\"format\": 1, \"replies\": []}'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if f, code := plugin(t, filepath.Join(bad, "accel-doctor")); f.Status != report.NotRun || !strings.Contains(f.Reason, "answered 0 of 1 calls") || code != 0 {
+		t.Errorf("with a helper that answers no call: exit %d, %+v", code, f)
+	}
+
+	// Both binaries side by side: the plugin answered.
+	both := t.TempDir()
+	build := exec.Command("go", "build", "-trimpath", "-tags=grpcnotrace", "-ldflags=-s -w", "-o", both+"/", ".", "../accel-doctor-kubelet")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	f, code := plugin(t, filepath.Join(both, "accel-doctor"))
+	if f.Status != report.Pass || f.Code != "KUBELET_PLUGIN_OK" || code != 0 {
+		t.Errorf("with accel-doctor-kubelet: exit %d, %+v", code, f)
+	}
+	answered := false
+	for _, ev := range f.Evidence {
+		answered = answered || ev.Path == "/v1beta1.DevicePlugin/GetDevicePluginOptions" && strings.HasPrefix(ev.Value, "answered")
+	}
+	if !answered {
+		t.Errorf("the evidence does not show the call answered: %+v", f.Evidence)
+	}
+}
+
+type answersOptions struct {
+	pluginapi.UnimplementedDevicePluginServer
+}
+
+func (answersOptions) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
+	return &pluginapi.DevicePluginOptions{}, nil
+}
+
+func copyExe(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o755); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -54,11 +54,11 @@ func buildAccelDoctor() (string, error) {
 	// commands that link the Kubernetes client (cluster, agent, lint,
 	// claim, dra, plugin --dra) to accel-doctor-kube beside it.
 	bin := filepath.Join(dir, "accel-doctor")
-	cmd := exec.Command("go", "build", "-trimpath", "-tags=grpcnotrace", "-ldflags=-s -w", "-o", dir+"/", "./cmd/accel-doctor", "./cmd/accel-doctor-kube")
+	cmd := exec.Command("go", "build", "-trimpath", "-tags=grpcnotrace", "-ldflags=-s -w", "-o", dir+"/", "./cmd/accel-doctor", "./cmd/accel-doctor-kubelet", "./cmd/accel-doctor-kube")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/accel-doctor ./cmd/accel-doctor-kube in %s: %v\n%s", root, err, out)
+		return "", fmt.Errorf("go build ./cmd/accel-doctor ./cmd/accel-doctor-kubelet ./cmd/accel-doctor-kube in %s: %v\n%s", root, err, out)
 	}
 	return bin, nil
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/accel-doctor/accel-doctor/internal/kubeletrpc/grpccall"
+
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/accel-doctor/accel-doctor/internal/cluster"
@@ -30,7 +32,7 @@ func checkOf(t testing.TB, host string) func() (*report.Report, *diagnose.Env) {
 		t.Fatal(err)
 	}
 	return func() (*report.Report, *diagnose.Env) {
-		env := diagnose.NewEnv(root, diagnose.Options{})
+		env := diagnose.NewEnv(root, diagnose.Options{KubeletRPC: grpccall.Caller{}})
 		return diagnose.Run(env, diagnose.Registry(), diagnose.Meta{Tool: "test", Command: "agent"}), env
 	}
 }

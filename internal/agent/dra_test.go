@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/accel-doctor/accel-doctor/internal/kubeletrpc/grpccall"
+
 	"google.golang.org/grpc"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
@@ -83,7 +85,7 @@ func checkRoot(t *testing.T, dir string, layers ...report.Layer) func() (*report
 		t.Fatal(err)
 	}
 	return func() (*report.Report, *diagnose.Env) {
-		env := diagnose.NewEnv(root, diagnose.Options{Layers: layers})
+		env := diagnose.NewEnv(root, diagnose.Options{Layers: layers, KubeletRPC: grpccall.Caller{}})
 		return diagnose.Run(env, diagnose.Registry(), diagnose.Meta{Tool: "test", Command: "agent"}), env
 	}
 }

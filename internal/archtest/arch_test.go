@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -16,30 +17,34 @@ const module = "github.com/accel-doctor/accel-doctor/internal/"
 // package not listed may import nothing internal; readers may not reach up
 // into diagnose, report or cli.
 var allowed = map[string][]string{
-	"hostfs":   {},
-	"report":   {},
-	"lazyre":   {}, // regexps compiled on first use, for the readers
-	"trim":     {}, // madvise of the process's own image; cli's long-running commands call it
-	"pci":      {"hostfs"},
-	"driver":   {"hostfs", "pci"},
-	"devnode":  {"hostfs", "pci", "driver"},
-	"cgroup":   {"hostfs", "probe"},
-	"sandbox":  {"hostfs", "cgroup", "probe"}, // the one writer; only cli (and cmd) import it
-	"enter":    {"probe"},                     // the second writer (container --probe); only cli (and cmd) import it
-	"probe":    {"hostfs"},
-	"runtime":  {"hostfs"},
-	"cdi":      {"hostfs", "runtime", "lazyre"},
-	"iommu":    {"hostfs", "pci", "runtime"},
-	"kubelet":  {"hostfs", "pci", "driver", "lazyre"},            // the node's kubelet state, read-only
-	"dra":      {"hostfs", "kubelet", "cdi", "driver", "lazyre"}, // the node's DRA state, read-only
-	"topo":     {"hostfs", "pci"},
-	"fixture":  {"hostfs", "pci", "kubelet"}, // pci.ConfigSpec encodes the trees' config spaces; kubelet their kubelet captures
-	"demo":     {"hostfs"},
-	"diagnose": {"hostfs", "report", "pci", "driver", "devnode", "cgroup", "probe", "runtime", "cdi", "iommu", "kubelet", "dra"},
-	"lint":     {"report"}, // manifests only (bytes in, findings out); in accel-doctor-kube (internal/kubecli)
+	"hostfs":  {},
+	"report":  {},
+	"lazyre":  {}, // regexps compiled on first use, for the readers
+	"trim":    {}, // madvise of the process's own image; cli's long-running commands call it
+	"pci":     {"hostfs"},
+	"driver":  {"hostfs", "pci"},
+	"devnode": {"hostfs", "pci", "driver"},
+	"cgroup":  {"hostfs", "probe"},
+	"sandbox": {"hostfs", "cgroup", "probe"}, // the one writer; only cli (and cmd) import it
+	"enter":   {"probe"},                     // the second writer (container --probe); only cli (and cmd) import it
+	"probe":   {"hostfs"},
+	"runtime": {"hostfs"},
+	"cdi":     {"hostfs", "runtime", "lazyre"},
+	"iommu":   {"hostfs", "pci", "runtime"},
+	"kubelet": {"hostfs", "pci", "driver", "lazyre", "kubeletrpc"},            // the node's kubelet state, read-only
+	"dra":     {"hostfs", "kubelet", "cdi", "driver", "lazyre", "kubeletrpc"}, // the node's DRA state, read-only
+	// kubeletrpc: layer 6's calls on the kubelet's sockets (types, and the
+	// exec of accel-doctor-kubelet); its grpccall makes them with gRPC.
+	"kubeletrpc":  {"hostfs"},
+	"plugincodes": {}, // plugin test's catalog, for explain without the plugin's gRPC
+	"topo":        {"hostfs", "pci"},
+	"fixture":     {"hostfs", "pci", "kubelet"}, // pci.ConfigSpec encodes the trees' config spaces; kubelet their kubelet captures
+	"demo":        {"hostfs"},
+	"diagnose":    {"hostfs", "report", "pci", "driver", "devnode", "cgroup", "probe", "runtime", "cdi", "iommu", "kubelet", "dra", "kubeletrpc"},
+	"lint":        {"report"}, // manifests only (bytes in, findings out); in accel-doctor-kube (internal/kubecli)
 	// deviceplugin sits beside diagnose: a writer (its sockets, its CDI
 	// spec) that reads devices through the readers and reports findings.
-	"deviceplugin": {"hostfs", "pci", "devnode", "cdi", "report", "lazyre"},
+	"deviceplugin": {"hostfs", "pci", "devnode", "cdi", "report", "lazyre", "plugincodes"},
 	"cluster":      {"report"}, // reads the API server (client-go) and reports findings
 	// dramock is a writer beside deviceplugin: the DRA mock driver (its
 	// sockets and CDI specs) and the kubelet-side DRA tester.
@@ -50,6 +55,7 @@ var allowed = map[string][]string{
 	"claim":      {"report", "cluster"}, // DRA claims through the API server (cluster's client setup); in accel-doctor-kube
 	"cli":        {"*"},
 	"kubecli":    {"*"}, // accel-doctor-kube's commands: cli's Extension
+	"kubeletcli": {"*"}, // accel-doctor-kubelet's commands: cli's Extension
 	"archtest":   {},
 	"e2erun":     {}, // one test that runs the e2e module; no code
 	"deploytest": {}, // tests of deploy/, the image, the kubectl plugin and krew; no code
@@ -116,7 +122,7 @@ func permitted(list []string, dep string) bool {
 // grpc release renames the tag, this fails rather than the binaries
 // silently growing again.
 func TestGRPCNoTraceTagDropsTrace(t *testing.T) {
-	for _, cmd := range []string{"../../cmd/accel-doctor", "../../cmd/accel-doctor-kube"} {
+	for _, cmd := range []string{"../../cmd/accel-doctor", "../../cmd/accel-doctor-kubelet", "../../cmd/accel-doctor-kube"} {
 		out, err := exec.Command("go", "list", "-deps", "-tags=grpcnotrace", cmd).Output()
 		if err != nil {
 			t.Fatalf("go list -deps: %v", err)
@@ -138,6 +144,50 @@ func TestNodeBinaryLinksNoKubernetesClient(t *testing.T) {
 		for _, banned := range []string{"k8s.io/client-go/", "k8s.io/api/core/", "k8s.io/dynamic-resource-allocation/", module + "kubecli", module + "lint", module + "cluster", module + "agent", module + "claim", module + "dramock"} {
 			if dep == strings.TrimSuffix(banned, "/") || strings.HasPrefix(dep, banned) {
 				t.Errorf("cmd/accel-doctor links %s (move what needs it to internal/kubecli)", dep)
+			}
+		}
+	}
+}
+
+// Nor does it link gRPC, the protobuf runtime, Prometheus' client or the
+// kubelet's generated APIs: their package initialisation cost every start
+// of check about 1.5 ms and 4 MiB (internal/kubeletrpc's doc). Those are
+// accel-doctor-kubelet's (the device plugin, its mock and tester, and the
+// calls on the kubelet's sockets, which accel-doctor makes through it).
+// protowire, the wire-format reader the kubelet's checkpoint is decoded
+// with, has no registry and stays.
+func TestNodeBinaryLinksNoGRPC(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "../../cmd/accel-doctor").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	for _, dep := range deps {
+		for _, banned := range []string{"google.golang.org/grpc", "google.golang.org/protobuf/proto", "google.golang.org/protobuf/reflect/",
+			"google.golang.org/protobuf/runtime/", "github.com/prometheus/", "k8s.io/kubelet/",
+			module + "deviceplugin", module + "dramock", module + "kubeletcli", module + "kubeletrpc/grpccall"} {
+			if dep == banned || strings.HasPrefix(dep, banned+"/") || strings.HasSuffix(banned, "/") && strings.HasPrefix(dep, banned) {
+				t.Errorf("cmd/accel-doctor links %s (move what needs it to internal/kubeletcli)", dep)
+			}
+		}
+	}
+	// The check still reaches the kubelet's sockets: through kubeletrpc.
+	if !slices.Contains(deps, module+"kubeletrpc") {
+		t.Error("cmd/accel-doctor does not link internal/kubeletrpc: how does layer 6 call the kubelet's sockets?")
+	}
+}
+
+// accel-doctor-kubelet, a node daemon (the device plugin), links no
+// Kubernetes client either: its resident memory is the plugin's.
+func TestKubeletBinaryLinksNoKubernetesClient(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "../../cmd/accel-doctor-kubelet").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, banned := range []string{"k8s.io/client-go/", "k8s.io/api/core/", "k8s.io/dynamic-resource-allocation/", module + "kubecli", module + "dramock"} {
+			if dep == strings.TrimSuffix(banned, "/") || strings.HasPrefix(dep, banned) {
+				t.Errorf("cmd/accel-doctor-kubelet links %s", dep)
 			}
 		}
 	}

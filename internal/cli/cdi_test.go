@@ -182,7 +182,7 @@ func TestCDIRemediationCommandsExist(t *testing.T) {
 	n := 0
 	for _, c := range cdi.Codes {
 		for _, m := range span.FindAllStringSubmatch(c.Explain+"\n"+c.Remediation, -1) {
-			if _, stderr, code := run(t, append(splitArgs(m[1]), "--help")...); code != 0 {
+			if _, stderr, code := run(t, append(testutil.SplitArgs(m[1]), "--help")...); code != 0 {
 				t.Errorf("%s names `accel-doctor %s`, which does not parse: %s", c.Code, m[1], stderr)
 			}
 			n++

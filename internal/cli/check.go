@@ -53,6 +53,7 @@ demo' replays a built-in 8-GPU host with faults.`,
 				return err
 			}
 			defer cleanup()
+			opts.KubeletRPC = g.kubeletRPC()
 			env := diagnose.NewEnv(root, opts)
 			if err := preflight(env, root, snapshot, devices); err != nil {
 				return err

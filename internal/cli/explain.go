@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/accel-doctor/accel-doctor/internal/deviceplugin"
 	"github.com/accel-doctor/accel-doctor/internal/diagnose"
+	"github.com/accel-doctor/accel-doctor/internal/plugincodes"
 	"github.com/accel-doctor/accel-doctor/internal/report"
 )
 
@@ -21,7 +21,7 @@ func allCodes(g *globals) []diagnose.Code {
 	if g != nil && g.ext != nil {
 		all = append(all, g.ext.Codes...)
 	}
-	for _, c := range deviceplugin.Codes {
+	for _, c := range plugincodes.Codes {
 		all = append(all, diagnose.Code{Code: c.Code, Layer: report.LayerKube, Title: c.Title, Explain: c.Explain, Remediation: c.Remediation})
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Code < all[j].Code })
@@ -52,7 +52,7 @@ func newExplainCmd(g *globals) *cobra.Command {
 				codes = codes[:0:0]
 				for _, a := range args {
 					c, ok := lookupCode(g, strings.ToUpper(a))
-					if !ok && g.ext == nil && isKubeCode(strings.ToUpper(a)) {
+					if !ok && !g.hasKube() && isKubeCode(strings.ToUpper(a)) {
 						return g.runKube(cmd.Context(), append([]string{"explain"}, args...))
 					}
 					if !ok {
@@ -61,7 +61,7 @@ func newExplainCmd(g *globals) *cobra.Command {
 					codes = append(codes, c)
 				}
 			}
-			if len(args) == 0 && g.ext == nil {
+			if len(args) == 0 && !g.hasKube() {
 				defer fmt.Fprintf(g.stdout, "\n(%s explain lists the codes of its commands too: %s)\n", KubeBinary, strings.Join(KubeCodePrefixes, ", "))
 			}
 			for i, c := range codes {

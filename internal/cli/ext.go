@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,8 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/accel-doctor/accel-doctor/internal/deviceplugin"
 	"github.com/accel-doctor/accel-doctor/internal/diagnose"
+	"github.com/accel-doctor/accel-doctor/internal/kubeletrpc"
 	"github.com/accel-doctor/accel-doctor/internal/report"
 	"github.com/accel-doctor/accel-doctor/internal/trim"
 )
@@ -26,11 +25,25 @@ import (
 // whose package initialisation every start of a binary pays (page faults
 // over the whole image as ~1,500 inits run). They live in a second
 // binary, accel-doctor-kube (cmd/accel-doctor-kube: this CLI plus
-// internal/kubecli's Extension), so that accel-doctor, the node
-// diagnosis, starts in a few milliseconds. accel-doctor runs
-// accel-doctor-kube for them, found beside its own executable or on
-// PATH: the user types `accel-doctor cluster` either way.
-const KubeBinary = "accel-doctor-kube"
+// internal/kubecli's Extension). The commands that speak the kubelet's
+// gRPC APIs (the device plugin, its mock and tester, and layer 6's calls
+// on the kubelet's sockets) link gRPC, protobuf and Prometheus' client:
+// about 1.5 ms and 4 MiB on every start (internal/kubeletrpc's doc). They
+// live in a third, accel-doctor-kubelet (internal/kubeletcli's Extension),
+// which accel-doctor-kube includes. So accel-doctor, the node diagnosis,
+// starts in a few milliseconds. accel-doctor runs the other two for their
+// commands, found beside its own executable or on PATH: the user types
+// `accel-doctor cluster` or `accel-doctor plugin serve` either way.
+const (
+	KubeBinary    = "accel-doctor-kube"
+	KubeletBinary = "accel-doctor-kubelet"
+)
+
+// KubeletCommands are the commands accel-doctor-kubelet adds, with their
+// short help, which accel-doctor lists and hands over.
+var KubeletCommands = []struct{ Name, Short string }{
+	{"plugin", "Kubernetes device plugins: a generic plugin (serve), a mock with planted failures (mock), a kubelet-side tester (test) (in accel-doctor-kubelet)"},
+}
 
 // KubeCommands are the commands accel-doctor-kube adds, with their short
 // help, which accel-doctor lists and hands over.
@@ -46,8 +59,13 @@ var KubeCommands = []struct{ Name, Short string }{
 // explain hands those codes to it.
 var KubeCodePrefixes = []string{"LINT_", "CLUSTER_", "CLAIM_", "DRA_FLEET_", "AGENT_", "DRA_PLUGIN_"}
 
-// Extension is what accel-doctor-kube adds to this CLI.
+// Extension is what accel-doctor-kubelet or accel-doctor-kube adds to
+// this CLI.
 type Extension struct {
+	// Binary is the binary it makes: KubeletBinary or KubeBinary.
+	Binary string
+	// KubeletRPC makes layer 6's calls in this process (grpccall).
+	KubeletRPC kubeletrpc.Caller
 	// Commands are its commands (named as in KubeCommands).
 	Commands func(g *Globals) []*cobra.Command
 	// Codes are its catalogs, for explain.
@@ -66,17 +84,9 @@ type DRAPlugin struct {
 	AddTestFlags       func(cmd *cobra.Command) (given func() bool, run func(ctx context.Context, g *Globals, timeout time.Duration, verbose bool) error)
 }
 
-// PluginLogger is the plugin commands' slog logger.
-func PluginLogger(w io.Writer, format string, debug bool) (*slog.Logger, error) {
-	return pluginLogger(w, format, debug)
-}
-
 // HandlesCancel says the running command ends by itself on SIGTERM or
 // SIGINT (its context is cancelled): the signal does not end the process.
 func HandlesCancel() { handlesCancel.Store(true) }
-
-// MeasurementTable renders latencies as plugin test prints them.
-func MeasurementTable(ms []deviceplugin.Measurement) *report.Table { return measurementTable(ms) }
 
 // wantsKube: a command line accel-doctor-kube must run (plugin mock --dra,
 // plugin test --dra) that accel-doctor's own plugin command would refuse.
@@ -92,6 +102,15 @@ func wantsKube(args []string) bool {
 // Globals are the flags every command shares, for the commands of an
 // Extension.
 type Globals = globals
+
+// Ext is the binary's Extension (nil in accel-doctor).
+func (g *globals) Ext() *Extension { return g.ext }
+
+// hasKube: this binary is accel-doctor-kube, with every command.
+func (g *globals) hasKube() bool { return g.ext != nil && g.ext.Binary == KubeBinary }
+
+// hasDRA: this binary runs plugin mock/test --dra (accel-doctor-kube).
+func (g *globals) hasDRA() bool { return g.ext != nil && g.ext.DRA != nil }
 
 func (g *globals) Render(r *report.Report, verbose bool) error { return g.render(r, verbose) }
 func (g *globals) RenderTable(t *report.Table, jsonDoc any) error {
@@ -117,42 +136,62 @@ func MainWith(ctx context.Context, args []string, stdout, stderr io.Writer, ext 
 	return mainWith(ctx, args, stdout, stderr, ext)
 }
 
-// handOver makes the stand-ins for accel-doctor-kube's commands.
-func handOver(g *globals) []*cobra.Command {
+// handOver makes the stand-ins for the commands of the other binaries
+// that this one does not have (have: the names of its own).
+func handOver(g *globals, have map[string]bool) []*cobra.Command {
 	var out []*cobra.Command
-	for _, c := range KubeCommands {
+	add := func(name, short, binary string) {
+		if have[name] {
+			return
+		}
 		out = append(out, &cobra.Command{
-			Use: c.Name, Short: c.Short,
+			Use: name, Short: short,
 			DisableFlagParsing: true,
 			RunE: func(cmd *cobra.Command, args []string) error {
-				return g.runKube(cmd.Context(), append([]string{c.Name}, args...))
+				return g.runOther(cmd.Context(), binary, append([]string{name}, args...))
 			},
 		})
+	}
+	for _, c := range KubeCommands {
+		add(c.Name, c.Short, KubeBinary)
+	}
+	for _, c := range KubeletCommands {
+		add(c.Name, c.Short, KubeletBinary)
 	}
 	return out
 }
 
-// kubeBinary finds accel-doctor-kube: beside this executable, then on
-// PATH.
-func kubeBinary() (string, error) {
+// findBinary finds another of accel-doctor's binaries: beside this
+// executable, then on PATH.
+func findBinary(name string) (string, error) {
 	if self, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(self), KubeBinary)
+		p := filepath.Join(filepath.Dir(self), name)
 		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
 			return p, nil
 		}
 	}
-	if p, err := exec.LookPath(KubeBinary); err == nil {
+	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
-	return "", usageErr("this command is in %s (it links the Kubernetes client), which is neither beside this binary nor on PATH: build it with `CGO_ENABLED=0 go build -tags=grpcnotrace -o %s ./cmd/accel-doctor-kube`", KubeBinary, KubeBinary)
+	why := "it links the Kubernetes client"
+	if name == KubeletBinary {
+		why = "it links gRPC and the kubelet's APIs"
+	}
+	return "", usageErr("this command is in %s (%s), which is neither beside this binary nor on PATH: build it with `CGO_ENABLED=0 go build -tags=grpcnotrace -o %s ./cmd/%s`", name, why, name, name)
 }
 
-// runKube runs accel-doctor-kube with args (and the global flags given).
-// From a real command line it replaces this process (exec), so that
-// signals, the exit status and the terminal are the other binary's; in
-// tests (writers that are not the process's own) it runs it as a child.
+// runKube runs accel-doctor-kube with args.
 func (g *globals) runKube(ctx context.Context, args []string) error {
-	p, err := kubeBinary()
+	return g.runOther(ctx, KubeBinary, args)
+}
+
+// runOther runs another of the binaries with args (and the global flags
+// given). From a real command line it replaces this process (exec), so
+// that signals, the exit status and the terminal are the other binary's;
+// in tests (writers that are not the process's own) it runs it as a
+// child.
+func (g *globals) runOther(ctx context.Context, binary string, args []string) error {
+	p, err := findBinary(binary)
 	if err != nil {
 		return err
 	}
@@ -160,10 +199,10 @@ func (g *globals) runKube(ctx context.Context, args []string) error {
 		args = append([]string{"--root", g.root}, args...)
 	}
 	if g.stdout == io.Writer(os.Stdout) && g.stderr == io.Writer(os.Stderr) {
-		return syscall.Exec(p, append([]string{kubeArgv0(p)}, args...), os.Environ())
+		return syscall.Exec(p, append([]string{otherArgv0(p, binary)}, args...), os.Environ())
 	}
 	c := exec.CommandContext(ctx, p, args...)
-	c.Args[0] = kubeArgv0(p)
+	c.Args[0] = otherArgv0(p, binary)
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, g.stdout, g.stderr
 	err = c.Run()
 	var ee *exec.ExitError
@@ -174,6 +213,22 @@ func (g *globals) runKube(ctx context.Context, args []string) error {
 		return fmt.Errorf("run %s: %w", p, err)
 	}
 	return nil
+}
+
+// kubeletRPC is the Caller of layer 6's calls: the Extension's, in this
+// process; in accel-doctor, accel-doctor-kubelet's kubelet-rpc command,
+// looked for only when there is a socket to call.
+func (g *globals) kubeletRPC() kubeletrpc.Caller {
+	if g.ext != nil && g.ext.KubeletRPC != nil {
+		return g.ext.KubeletRPC
+	}
+	return kubeletrpc.Exec{Find: func() (string, error) {
+		p, err := findBinary(KubeletBinary)
+		if err != nil {
+			return "", fmt.Errorf("%s, which makes the calls on the kubelet's sockets, is neither beside this binary nor on PATH", KubeletBinary)
+		}
+		return p, nil
+	}}
 }
 
 // isKubeCode: explain hands the code to accel-doctor-kube.

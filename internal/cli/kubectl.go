@@ -39,11 +39,11 @@ func setDisplayName(root *cobra.Command, name string) {
 	root.Annotations[cobra.CommandDisplayNameAnnotation] = name
 }
 
-// kubeArgv0 is argv[0] for accel-doctor-kube when this process hands it a
-// command: as the kubectl plugin, the plugin's name, so that the other
-// binary's usage lines say `kubectl accel-doctor` too (it finds itself by
-// os.Executable, not by argv[0]).
-func kubeArgv0(path string) string {
+// otherArgv0 is argv[0] for another of the binaries when this process
+// hands it a command: as the kubectl plugin, the plugin's name, so that
+// the other binary's usage lines say `kubectl accel-doctor` too (it finds
+// itself by os.Executable, not by argv[0]).
+func otherArgv0(path, _ string) string {
 	if displayName() != "" {
 		return KubectlPlugin
 	}

@@ -45,8 +45,9 @@ type globals struct {
 	output  string
 	stdout  io.Writer
 	stderr  io.Writer
-	// ext is accel-doctor-kube's Extension; nil in accel-doctor, whose
-	// stand-ins hand those commands over.
+	// ext is accel-doctor-kubelet's or accel-doctor-kube's Extension;
+	// nil in accel-doctor. Stand-ins hand the commands a binary does not
+	// have to the one that has them.
 	ext *Extension
 }
 
@@ -58,7 +59,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func mainWith(ctx context.Context, args []string, stdout, stderr io.Writer, ext *Extension) int {
 	g := &globals{stdout: stdout, stderr: stderr, ext: ext}
-	if ext == nil && wantsKube(args) {
+	if !g.hasDRA() && wantsKube(args) {
 		return exitCode(stderr, g.runKube(ctx, args))
 	}
 	cmd := newRoot(g)
@@ -115,11 +116,14 @@ Every diagnosis command is read-only. Only 'sandbox' writes to the host.`,
 		newPCICmd(g),
 	)
 	root.AddCommand(extraCommands(g)...)
+	have := map[string]bool{}
 	if g.ext != nil {
-		root.AddCommand(g.ext.Commands(g)...)
-	} else {
-		root.AddCommand(handOver(g)...)
+		for _, c := range g.ext.Commands(g) {
+			root.AddCommand(c)
+			have[c.Name()] = true
+		}
 	}
+	root.AddCommand(handOver(g, have)...)
 	return root
 }
 

@@ -64,6 +64,7 @@ It writes only FILE ('-': standard output).`,
 				judgeContainer(root, "snapshot", m.Container)
 			}
 			rec.PID = opts.PID
+			opts.KubeletRPC = g.kubeletRPC()
 			env := diagnose.NewEnv(root, opts)
 			diagnose.Run(env, diagnose.Registry(), diagnose.Meta{Command: "snapshot"})
 			cdi.Validate(root, cdi.Options{}) // what `cdi validate` reads

@@ -36,7 +36,7 @@ func binaries(t *testing.T) string {
 		}
 		cmd := exec.Command("go", "build", "-trimpath", "-tags=grpcnotrace",
 			"-ldflags=-s -w -X github.com/accel-doctor/accel-doctor/internal/cli.Version="+version,
-			"-o", buildDir+"/", "./cmd/accel-doctor", "./cmd/accel-doctor-kube")
+			"-o", buildDir+"/", "./cmd/accel-doctor", "./cmd/accel-doctor-kubelet", "./cmd/accel-doctor-kube")
 		cmd.Dir = repoRoot
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {

@@ -46,7 +46,7 @@ func TestImageBuildah(t *testing.T) {
 	}
 	bins := binaries(t)
 	ctx := t.TempDir()
-	for _, n := range []string{"accel-doctor", "accel-doctor-kube"} {
+	for _, n := range []string{"accel-doctor", "accel-doctor-kubelet", "accel-doctor-kube"} {
 		copyFile(t, filepath.Join(bins, n), filepath.Join(ctx, n), 0o755)
 	}
 	b := buildah{t: t, bin: bin, dir: t.TempDir()}
@@ -101,7 +101,7 @@ func TestImageBuildah(t *testing.T) {
 		return nil
 	})
 	slices.Sort(files)
-	if want := []string{"usr/bin/accel-doctor", "usr/bin/accel-doctor-kube"}; !slices.Equal(files, want) {
+	if want := []string{"usr/bin/accel-doctor", "usr/bin/accel-doctor-kube", "usr/bin/accel-doctor-kubelet"}; !slices.Equal(files, want) {
 		t.Errorf("image files %q, want %q", files, want)
 	}
 	// From the mounted rootfs: the binary is the one built here.
@@ -117,5 +117,9 @@ func TestImageBuildah(t *testing.T) {
 	}
 	if out := b.run("run", "--isolation", "chroot", ctr, "--", "accel-doctor", "lint", "--help"); !strings.Contains(out, "lint reads Kubernetes manifests") {
 		t.Errorf("accel-doctor lint --help in the image did not reach accel-doctor-kube: %q", out)
+	}
+	// And plugin to accel-doctor-kubelet: serve's help is its own.
+	if out := b.run("run", "--isolation", "chroot", ctr, "--", "accel-doctor", "plugin", "serve", "--help"); !strings.Contains(out, "serve is a Kubernetes device plugin") {
+		t.Errorf("accel-doctor plugin serve --help in the image did not reach accel-doctor-kubelet: %q", out)
 	}
 }

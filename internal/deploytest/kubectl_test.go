@@ -21,11 +21,13 @@ import (
 )
 
 // pluginDir holds the binary under the kubectl plugin's name and
-// accel-doctor-kube beside it, as krew installs them.
+// accel-doctor-kubelet and accel-doctor-kube beside it, as krew installs
+// them.
 func pluginDir(t *testing.T) string {
 	bins := binaries(t)
 	dir := t.TempDir()
 	copyFile(t, filepath.Join(bins, "accel-doctor"), filepath.Join(dir, cli.KubectlPlugin), 0o755)
+	copyFile(t, filepath.Join(bins, "accel-doctor-kubelet"), filepath.Join(dir, cli.KubeletBinary), 0o755)
 	copyFile(t, filepath.Join(bins, "accel-doctor-kube"), filepath.Join(dir, cli.KubeBinary), 0o755)
 	return dir
 }
@@ -171,8 +173,8 @@ func TestKrewManifest(t *testing.T) {
 		for _, f := range pl.Files {
 			from[f.From] = f.To == "."
 		}
-		if !from[cli.KubectlPlugin] || !from[cli.KubeBinary] || len(from) != 2 {
-			t.Errorf("platform %s: files %+v: want %s and %s, both to .", arch, pl.Files, cli.KubectlPlugin, cli.KubeBinary)
+		if !from[cli.KubectlPlugin] || !from[cli.KubeletBinary] || !from[cli.KubeBinary] || len(from) != 3 {
+			t.Errorf("platform %s: files %+v: want %s, %s and %s, each to .", arch, pl.Files, cli.KubectlPlugin, cli.KubeletBinary, cli.KubeBinary)
 		}
 	}
 	if !arches["amd64"] || !arches["arm64"] {
@@ -182,7 +184,7 @@ func TestKrewManifest(t *testing.T) {
 	// This machine's platform, as a release fills it.
 	dir := pluginDir(t)
 	archive := filepath.Join(t.TempDir(), "accel-doctor_test_linux_"+runtime.GOARCH+".tar.gz")
-	sum := writeArchive(t, archive, dir, []string{cli.KubectlPlugin, cli.KubeBinary})
+	sum := writeArchive(t, archive, dir, []string{cli.KubectlPlugin, cli.KubeletBinary, cli.KubeBinary})
 	filled := strings.NewReplacer(
 		"TEMPLATE_URL", "https://example.invalid/releases/v0.0.0-test",
 		"TEMPLATE_VERSION", "v0.0.0-test",

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+	"github.com/accel-doctor/accel-doctor/internal/kubeletrpc"
 	"github.com/accel-doctor/accel-doctor/internal/pci"
 	"github.com/accel-doctor/accel-doctor/internal/report"
 	"github.com/accel-doctor/accel-doctor/internal/runtime"
@@ -41,6 +42,11 @@ type Options struct {
 	// KubeletDir is the kubelet's --root-dir (a host path) layer 6 reads;
 	// empty: /var/lib/kubelet.
 	KubeletDir string
+	// KubeletRPC makes layer 6's read-only calls on the kubelet's sockets
+	// (internal/kubeletrpc): in this process where the binary links gRPC,
+	// else through accel-doctor-kubelet. Nil: every call is NotDialed and
+	// what depends on one is NOT_RUN.
+	KubeletRPC kubeletrpc.Caller
 }
 
 // Env is what checks share during one run: the host root, the options,

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/accel-doctor/accel-doctor/internal/kubeletrpc/grpccall"
+
 	"github.com/accel-doctor/accel-doctor/internal/fixture"
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 	"github.com/accel-doctor/accel-doctor/internal/report"
@@ -26,6 +28,9 @@ const (
 // hold: each emitted code is declared by its check and explained.
 func runFixture(t *testing.T, root *hostfs.Root, name string, opts Options) *report.Report {
 	t.Helper()
+	if opts.KubeletRPC == nil {
+		opts.KubeletRPC = grpccall.Caller{}
+	}
 	return runFixtureEnv(t, NewEnv(root, opts), name)
 }
 

@@ -29,7 +29,7 @@ func draCheck() Check {
 // a snapshot keeps in its capture.
 func (e *Env) DRA() (*dra.Node, error) {
 	return memo(e, "dra.node", func() (*dra.Node, error) {
-		o := dra.Options{KubeletDir: e.Opts.KubeletDir, Timeout: kubeTimeout, CDIDirs: e.Opts.CDISpecDirs}
+		o := dra.Options{KubeletDir: e.Opts.KubeletDir, Timeout: kubeTimeout, CDIDirs: e.Opts.CDISpecDirs, RPC: e.Opts.KubeletRPC}
 		if n, err := e.Kubelet(); err == nil && n != nil {
 			o.DevicePluginCheckpoint = n.Checkpoint
 		}
@@ -277,8 +277,8 @@ func (e *Env) DRARegistrations() (drivers []string, known bool, why string) {
 	seen := map[string]bool{}
 	drivers = []string{}
 	for _, r := range n.Registrations {
-		if r.Dial.Answer == kubelet.NoAccess {
-			return nil, false, "registration socket " + r.Path + " could not be dialed (" + dialWhy(r.Dial) + ")"
+		if r.Dial.Answer.CouldNotLook() {
+			return nil, false, "registration socket " + r.Path + " could not be tried (" + dialWhy(r.Dial) + ")"
 		}
 		if r.Info != nil && r.Info.Type == dra.TypeDRA && !seen[r.Info.Name] && n.Registered(r.Info.Name) {
 			seen[r.Info.Name] = true

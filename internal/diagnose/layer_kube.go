@@ -53,7 +53,7 @@ const kubeTimeout = time.Second
 // Kubelet reads the node's kubelet state once per run.
 func (e *Env) Kubelet() (*kubelet.Node, error) {
 	return memo(e, "kubelet.node", func() (*kubelet.Node, error) {
-		return kubelet.Read(context.Background(), e.Root, kubelet.Options{KubeletDir: e.Opts.KubeletDir, Timeout: kubeTimeout})
+		return kubelet.Read(context.Background(), e.Root, kubelet.Options{KubeletDir: e.Opts.KubeletDir, Timeout: kubeTimeout, RPC: e.Opts.KubeletRPC})
 	})
 }
 
@@ -140,8 +140,9 @@ func judgeKubeletSocket(e *Env, out *Out, n *kubelet.Node) bool {
 }
 
 // couldNotLook: answers that say nothing of the server (this process may
-// not connect; the socket vanished while we looked).
-func couldNotLook(a kubelet.Answer) bool { return a == kubelet.NoAccess || a == kubelet.Gone }
+// not connect; the socket vanished while we looked; no call could be
+// made: kubeletrpc.Answer.CouldNotLook).
+func couldNotLook(a kubelet.Answer) bool { return a.CouldNotLook() }
 
 func dialWhy(d kubelet.Dial) string {
 	if d.Err != "" {

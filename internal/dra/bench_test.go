@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/accel-doctor/accel-doctor/internal/kubeletrpc/grpccall"
+
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
@@ -45,7 +47,7 @@ func BenchmarkRead(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for range b.N {
-		n, err := Read(ctx, root, Options{Timeout: 5 * time.Second})
+		n, err := Read(ctx, root, Options{RPC: grpccall.Caller{}, Timeout: 5 * time.Second})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 )
 
 func TestCodes(t *testing.T) {
@@ -27,5 +29,13 @@ func TestCodes(t *testing.T) {
 		if c.Status != "PASS" && c.Remediation == "" {
 			t.Errorf("%s: no remediation", c.Code)
 		}
+	}
+}
+
+// The plugin types are spelled by hand (the package links no generated
+// API): they are the generated constants.
+func TestPluginTypesAreTheGeneratedOnes(t *testing.T) {
+	if TypeDRA != registerapi.DRAPlugin || TypeCSI != registerapi.CSIPlugin || TypeDevicePlugin != registerapi.DevicePlugin {
+		t.Errorf("TypeDRA %q TypeCSI %q TypeDevicePlugin %q", TypeDRA, TypeCSI, TypeDevicePlugin)
 	}
 }

@@ -4,10 +4,9 @@ import (
 	"context"
 	"time"
 
-	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
-
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 	"github.com/accel-doctor/accel-doctor/internal/kubelet"
+	rpc "github.com/accel-doctor/accel-doctor/internal/kubeletrpc"
 )
 
 // Connected is the answer of an endpoint that was only connected to: the
@@ -16,13 +15,9 @@ import (
 // act), so nothing is said on the connection.
 const Connected kubelet.Answer = "connected"
 
-// getInfoMethod is the one call made on a registration socket. The
-// kubelet's plugin watcher calls GetInfo first (pkg/kubelet/pluginmanager/
-// operationexecutor/operation_generator.go, GenerateRegisterPluginFunc),
-// and it only reads. NotifyRegistrationStatus, the other method, changes
-// the plugin's state (kubeletplugin's registration server records it and a
-// driver may stop when told it was rejected): never called.
-var getInfoMethod = registerapi.Registration_GetInfo_FullMethodName
+// getInfoMethod is the one call made on a registration socket
+// (rpc.MethodGetInfo says why it is read-only).
+const getInfoMethod = rpc.MethodGetInfo
 
 // defaultTimeout bounds one socket's connect and call.
 const defaultTimeout = time.Second

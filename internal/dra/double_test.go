@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/accel-doctor/accel-doctor/internal/kubeletrpc/grpccall"
+
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 	"github.com/accel-doctor/accel-doctor/internal/kubelet"
 )
@@ -94,7 +96,7 @@ func TestDoubleNotChecked(t *testing.T) {
 	// A snapshot never holds the file.
 	live := hostfs.MustNew(dn.dir)
 	rec := live.Record()
-	if _, err := Read(context.Background(), live, Options{}); err != nil {
+	if _, err := Read(context.Background(), live, Options{RPC: grpccall.Caller{}}); err != nil {
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
@@ -106,7 +108,7 @@ func TestDoubleNotChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cleanup()
-	n, err := Read(context.Background(), snap, Options{})
+	n, err := Read(context.Background(), snap, Options{RPC: grpccall.Caller{}})
 	if err != nil {
 		t.Fatal(err)
 	}

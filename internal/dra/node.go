@@ -15,6 +15,7 @@ import (
 	"github.com/accel-doctor/accel-doctor/internal/cdi"
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 	"github.com/accel-doctor/accel-doctor/internal/kubelet"
+	rpc "github.com/accel-doctor/accel-doctor/internal/kubeletrpc"
 )
 
 // Options tune Read.
@@ -27,6 +28,9 @@ type Options struct {
 	CDIDirs []string
 	// Timeout bounds each socket's connect and call; one second when zero.
 	Timeout time.Duration
+	// RPC makes the GetInfo calls (internal/kubeletrpc); without one,
+	// every call is NotDialed.
+	RPC rpc.Caller
 	// DevicePluginCheckpoint is the device manager's checkpoint as
 	// internal/kubelet parsed it (kubelet.Node.Checkpoint), for double
 	// advertising. When nil, Read parses the file itself; on a snapshot,
@@ -168,6 +172,10 @@ func Read(ctx context.Context, root *hostfs.Root, opts Options) (*Node, error) {
 	if timeout <= 0 {
 		timeout = defaultTimeout
 	}
+	caller := opts.RPC
+	if caller == nil {
+		caller = rpc.None{Why: "this process makes no gRPC calls (no kubelet-rpc caller was given)"}
+	}
 	n := &Node{KubeletDir: kdir, RegistryDir: RegistryDir(kdir), PluginsDir: PluginsDir(kdir),
 		StatePath: path.Join(kdir, StateName)}
 	n.CDIDirs = opts.CDIDirs
@@ -186,7 +194,7 @@ func Read(ctx context.Context, root *hostfs.Root, opts Options) (*Node, error) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			regs, err := readRegistry(ctx, root, n.RegistryDir, timeout)
+			regs, err := readRegistry(ctx, root, n.RegistryDir, caller, timeout)
 			n.RegistryState, n.RegistryErr = stateOf(root, n.RegistryDir, kdir, err)
 			n.Registrations = regs
 		}()
@@ -485,14 +493,15 @@ func rejectedSpec(reg *cdi.Registry, id string) string {
 
 // registrationsKnown: which drivers are registered can be told. Not when
 // the registration directory was not read, nor when one of its sockets
-// could not be tried (no access, or gone between the listing and the
-// dial): that one may be any driver's live registration.
+// could not be tried (no access, gone between the listing and the dial,
+// or no call could be made): that one may be any driver's live
+// registration.
 func (n *Node) registrationsKnown() bool {
 	if n.RegistryState != kubelet.Present && n.RegistryState != kubelet.Absent {
 		return false
 	}
 	for _, r := range n.Registrations {
-		if a := r.Dial.Answer; a == kubelet.NoAccess || a == kubelet.Gone {
+		if r.Dial.Answer.CouldNotLook() {
 			return false
 		}
 	}

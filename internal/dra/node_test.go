@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/accel-doctor/accel-doctor/internal/kubeletrpc/grpccall"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
@@ -22,6 +24,9 @@ func read(t testing.TB, dir string, opts Options) *Node {
 	t.Helper()
 	if opts.Timeout == 0 {
 		opts.Timeout = 5 * time.Second
+	}
+	if opts.RPC == nil {
+		opts.RPC = grpccall.Caller{}
 	}
 	n, err := Read(context.Background(), hostfs.MustNew(dir), opts)
 	if err != nil {
@@ -152,7 +157,7 @@ func TestClaimCDIDirNotCaptured(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cleanup()
-	n, err := Read(context.Background(), snap, Options{})
+	n, err := Read(context.Background(), snap, Options{RPC: grpccall.Caller{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +315,7 @@ func TestReadNothing(t *testing.T) {
 	if len(n.Registrations)+len(n.DriverDirs)+len(n.CDI)+len(n.Double) != 0 || n.DoubleNotRun != "" {
 		t.Errorf("facts on an empty host: %+v", n)
 	}
-	if _, err := Read(context.Background(), hostfs.MustNew(dir), Options{KubeletDir: "var/lib/kubelet"}); err == nil {
+	if _, err := Read(context.Background(), hostfs.MustNew(dir), Options{RPC: grpccall.Caller{}, KubeletDir: "var/lib/kubelet"}); err == nil {
 		t.Errorf("a relative kubelet dir was accepted")
 	}
 }
@@ -321,7 +326,7 @@ func TestSnapshotReplays(t *testing.T) {
 	dn := newDRANode(t)
 	live := hostfs.MustNew(dn.dir)
 	rec := live.Record()
-	want, err := Read(context.Background(), live, Options{Timeout: 5 * time.Second})
+	want, err := Read(context.Background(), live, Options{RPC: grpccall.Caller{}, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +339,7 @@ func TestSnapshotReplays(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cleanup()
-	got, err := Read(context.Background(), snap, Options{})
+	got, err := Read(context.Background(), snap, Options{RPC: grpccall.Caller{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/accel-doctor/accel-doctor/internal/kubeletrpc/grpccall"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
@@ -54,7 +56,7 @@ func TestStateNotGivenToAPodsRoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := Read(context.Background(), r, Options{})
+	n, err := Read(context.Background(), r, Options{RPC: grpccall.Caller{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,18 +9,19 @@ import (
 	"sync"
 	"time"
 
-	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
-
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 	"github.com/accel-doctor/accel-doctor/internal/kubelet"
+	rpc "github.com/accel-doctor/accel-doctor/internal/kubeletrpc"
 )
 
 // The plugin types a registration's GetInfo names
-// (k8s.io/kubelet/pkg/apis/pluginregistration/v1, constants.go).
+// (k8s.io/kubelet/pkg/apis/pluginregistration/v1, constants.go). Spelled
+// here so that this package links none of the generated API (a test holds
+// them equal to its constants).
 const (
-	TypeDRA          = registerapi.DRAPlugin
-	TypeCSI          = registerapi.CSIPlugin
-	TypeDevicePlugin = registerapi.DevicePlugin
+	TypeDRA          = "DRAPlugin"
+	TypeCSI          = "CSIPlugin"
+	TypeDevicePlugin = "DevicePlugin"
 )
 
 // KubeletServices are the DRA gRPC services a v1.37 kubelet speaks, in its
@@ -65,12 +66,7 @@ type Registration struct {
 }
 
 // PluginInfo is a registration's GetInfo answer.
-type PluginInfo struct {
-	Type              string   `json:"type"`
-	Name              string   `json:"name"`
-	Endpoint          string   `json:"endpoint,omitempty"`
-	SupportedVersions []string `json:"supported_versions,omitempty"`
-}
+type PluginInfo = rpc.RegistrationInfo
 
 // Endpoint is the socket a registration names, connected to once.
 type Endpoint struct {
@@ -96,7 +92,7 @@ func (r *Registration) Live() bool {
 }
 
 // readRegistry lists dir and asks every socket in it GetInfo, all at once.
-func readRegistry(ctx context.Context, root *hostfs.Root, dir string, timeout time.Duration) ([]*Registration, error) {
+func readRegistry(ctx context.Context, root *hostfs.Root, dir string, caller rpc.Caller, timeout time.Duration) ([]*Registration, error) {
 	names, err := root.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -127,39 +123,35 @@ func readRegistry(ctx context.Context, root *hostfs.Root, dir string, timeout ti
 		}
 		regs = append(regs, r)
 	}
-	var wg sync.WaitGroup
+	var calls []rpc.Call
+	var to []*Registration
 	for _, r := range regs {
-		if r.Dial.Answer == kubelet.NotSocket {
-			continue
+		if r.Dial.Answer != kubelet.NotSocket {
+			calls = append(calls, rpc.Call{Path: r.Path, Method: getInfoMethod})
+			to = append(to, r)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			getInfo(ctx, root, r, timeout)
-		}()
 	}
-	wg.Wait()
+	if len(calls) > 0 {
+		replies := caller.Call(ctx, root, calls, timeout)
+		if len(replies) != len(calls) {
+			replies = rpc.NotDialedReplies(calls, "internal error: a reply per call was not given")
+		}
+		var wg sync.WaitGroup
+		for i, r := range to {
+			r.Dial, r.Info = replies[i].Dial, replies[i].Info
+			if r.Info != nil {
+				wg.Go(func() { fileInfo(ctx, root, r, timeout) })
+			}
+		}
+		wg.Wait()
+	}
 	sort.Slice(regs, func(i, j int) bool { return regs[i].Name < regs[j].Name })
 	return regs, nil
 }
 
-func getInfo(ctx context.Context, root *hostfs.Root, r *Registration, timeout time.Duration) {
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	c, d := kubelet.Connect(cctx, root, r.Path)
-	if d != nil {
-		d.Method = getInfoMethod
-		r.Dial = *d
-		return
-	}
-	info, err := registerapi.NewRegistrationClient(c.ClientConn()).GetInfo(cctx, &registerapi.InfoRequest{})
-	r.Dial = c.Result(getInfoMethod, err)
-	c.Close()
-	if err != nil {
-		return
-	}
-	r.Info = &PluginInfo{Type: info.GetType(), Name: info.GetName(), Endpoint: info.GetEndpoint(),
-		SupportedVersions: info.GetSupportedVersions()}
+// fileInfo judges a registration's GetInfo answer and connects once to
+// the endpoint it names.
+func fileInfo(ctx context.Context, root *hostfs.Root, r *Registration, timeout time.Duration) {
 	if r.Info.Type == TypeDRA {
 		r.Unsupported = !slices.ContainsFunc(r.Info.SupportedVersions, func(v string) bool { return slices.Contains(KubeletServices, v) })
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/accel-doctor/accel-doctor/internal/kubeletrpc/grpccall"
+
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -208,7 +210,7 @@ func TestNodeReaderSeesTheMock(t *testing.T) {
 		var dd *dra.DriverDir
 		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 			var err error
-			n, err = dra.Read(context.Background(), hostfs.MustNew("/"), dra.Options{KubeletDir: e.kdir, CDIDirs: []string{e.cdi}, Timeout: 2 * time.Second})
+			n, err = dra.Read(context.Background(), hostfs.MustNew("/"), dra.Options{KubeletDir: e.kdir, CDIDirs: []string{e.cdi}, Timeout: 2 * time.Second, RPC: grpccall.Caller{}})
 			if err != nil {
 				t.Fatal(err)
 			}

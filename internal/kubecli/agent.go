@@ -7,6 +7,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/accel-doctor/accel-doctor/internal/kubeletrpc/grpccall"
+
 	"github.com/spf13/cobra"
 
 	"github.com/accel-doctor/accel-doctor/internal/agent"
@@ -69,7 +71,7 @@ does without --pid: in a DaemonSet, the agent's container.`,
 			if interval < time.Second {
 				return cli.UsageErr("--interval %v: at least 1s", interval)
 			}
-			check, err := cli.CheckRunner(g.RootDir(), diagnose.Options{KubeletDir: kubeletDir}, "agent")
+			check, err := cli.CheckRunner(g.RootDir(), diagnose.Options{KubeletDir: kubeletDir, KubeletRPC: grpccall.Caller{}}, "agent")
 			if err != nil {
 				return err
 			}

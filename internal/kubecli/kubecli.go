@@ -7,6 +7,8 @@
 package kubecli
 
 import (
+	"github.com/accel-doctor/accel-doctor/internal/kubeletcli"
+	"github.com/accel-doctor/accel-doctor/internal/kubeletrpc/grpccall"
 	"github.com/spf13/cobra"
 
 	"github.com/accel-doctor/accel-doctor/internal/claim"
@@ -21,11 +23,13 @@ import (
 // Extension is accel-doctor-kube's part of the CLI.
 func Extension() *cli.Extension {
 	return &cli.Extension{
+		Binary: cli.KubeBinary,
 		Commands: func(g *cli.Globals) []*cobra.Command {
-			return []*cobra.Command{newLintCmd(g), newClusterCmd(g), newAgentCmd(g), newClaimCmd(g), newDRACmd(g)}
+			return append(kubeletcli.Commands(g), newLintCmd(g), newClusterCmd(g), newAgentCmd(g), newClaimCmd(g), newDRACmd(g))
 		},
-		Codes: codes(),
-		DRA:   draPlugin(),
+		Codes:      codes(),
+		DRA:        draPlugin(),
+		KubeletRPC: grpccall.Caller{},
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/accel-doctor/accel-doctor/internal/kubeletcli"
+
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -83,7 +85,7 @@ func runDRAMock(ctx context.Context, g *cli.Globals, f *draMockFlags, mode strin
 	if f.pluginDir != "" && !filepath.IsAbs(f.pluginDir) {
 		return cli.UsageErr("--plugin-dir %q is not absolute", f.pluginDir)
 	}
-	log, err := cli.PluginLogger(g.Stderr(), logFormat, debug)
+	log, err := kubeletcli.PluginLogger(g.Stderr(), logFormat, debug)
 	if err != nil {
 		return err
 	}
@@ -176,7 +178,7 @@ func runDRATest(ctx context.Context, g *cli.Globals, f *draTestFlags, timeout ti
 	}
 	if g.Output() != "json" {
 		fmt.Fprintln(g.Stdout())
-		if err := g.RenderTable(cli.MeasurementTable(res.Measurements), nil); err != nil {
+		if err := g.RenderTable(kubeletcli.MeasurementTable(res.Measurements), nil); err != nil {
 			return err
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/accel-doctor/accel-doctor/internal/kubeletrpc/grpccall"
+
 	"google.golang.org/grpc"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
@@ -31,7 +33,7 @@ func BenchmarkRead(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for range b.N {
-		nd, err := Read(ctx, root, Options{Timeout: 5 * time.Second})
+		nd, err := Read(ctx, root, Options{RPC: grpccall.Caller{}, Timeout: 5 * time.Second})
 		if err != nil {
 			b.Fatal(err)
 		}

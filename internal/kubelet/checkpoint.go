@@ -7,9 +7,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-
-	"google.golang.org/protobuf/proto"
-	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 )
 
 // CheckpointName is the device manager's checkpoint, in its socket
@@ -265,29 +262,10 @@ func (a *Allocation) summarize(resp []byte) {
 	if len(resp) == 0 {
 		return
 	}
-	var r pluginapi.ContainerAllocateResponse
-	if err := proto.Unmarshal(resp, &r); err != nil {
+	s, err := decodeAllocateResponse(resp)
+	if err != nil {
 		a.ResponseErr = err.Error()
 		return
-	}
-	s := &AllocSummary{}
-	for _, d := range r.Devices {
-		if d != nil {
-			s.DeviceNodes = append(s.DeviceNodes, d.HostPath)
-		}
-	}
-	for _, m := range r.Mounts {
-		if m != nil {
-			s.Mounts = append(s.Mounts, m.HostPath)
-		}
-	}
-	for _, c := range r.CdiDevices {
-		if c != nil {
-			s.CDIDevices = append(s.CDIDevices, c.Name)
-		}
-	}
-	for k := range r.Envs {
-		s.EnvNames = append(s.EnvNames, k)
 	}
 	sort.Strings(s.EnvNames)
 	a.Response = s

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+	rpc "github.com/accel-doctor/accel-doctor/internal/kubeletrpc"
 )
 
 // DefaultKubeletDir is the kubelet's --root-dir default.
@@ -29,6 +30,9 @@ type Options struct {
 	KubeletDir string
 	// Timeout bounds each socket's connect and call; one second when zero.
 	Timeout time.Duration
+	// RPC makes the calls on the sockets (internal/kubeletrpc); without
+	// one, every call is NotDialed.
+	RPC Caller
 }
 
 // State says whether a file or directory could be read.
@@ -152,24 +156,30 @@ func Read(ctx context.Context, root *hostfs.Root, opts Options) (*Node, error) {
 	n.CheckpointPath = path.Join(n.Dir, CheckpointName)
 
 	var wg sync.WaitGroup
-	wg.Add(3)
-	go func() {
-		defer wg.Done()
-		reg, plugins, err := readSocketDir(ctx, root, n.Dir, timeout)
-		n.DirState, n.DirErr = StateOf(root, n.Dir, kdir, err)
-		n.Kubelet, n.Plugins = reg, plugins
-	}()
-	go func() {
-		defer wg.Done()
-		n.readCheckpoint(root, kdir)
-	}()
-	go func() {
-		defer wg.Done()
-		p := PodResourcesSocket(kdir)
-		if _, err := root.Lstat(p); err == nil {
-			n.PodResources = readPodResources(ctx, root, p, timeout)
+	wg.Go(func() { n.readCheckpoint(root, kdir) })
+	reg, plugins, err := listSocketDir(root, n.Dir)
+	n.DirState, n.DirErr = StateOf(root, n.Dir, kdir, err)
+	n.Kubelet, n.Plugins = reg, plugins
+	calls, file := socketCalls(reg, plugins)
+	p := PodResourcesSocket(kdir)
+	if _, err := root.Lstat(p); err == nil {
+		calls = append(calls, rpc.Call{Path: p, Method: rpc.MethodPodResourcesList})
+	}
+	if len(calls) > 0 {
+		caller := opts.RPC
+		if caller == nil {
+			caller = noCaller
 		}
-	}()
+		replies := caller.Call(ctx, root, calls, timeout)
+		if len(replies) != len(calls) {
+			replies = rpc.NotDialedReplies(calls, fmt.Sprintf("internal error: %d replies to %d calls", len(replies), len(calls)))
+		}
+		if calls[len(calls)-1].Method == rpc.MethodPodResourcesList {
+			n.PodResources = replies[len(replies)-1].PodResources
+			replies = replies[:len(replies)-1]
+		}
+		file(replies)
+	}
 	id, err := root.ReadString(BootIDPath)
 	if err != nil {
 		n.BootIDErr = err.Error()

@@ -5,9 +5,14 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/accel-doctor/accel-doctor/internal/kubeletrpc"
+
+	"github.com/accel-doctor/accel-doctor/internal/kubeletrpc/grpccall"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -91,7 +96,7 @@ func TestRead(t *testing.T) {
 	cp := sampleData()
 	n := newNode(t, kubeletCheckpoint(t, cp, "b00710d0-0000-4000-8000-00000000b007"))
 	root := hostfs.MustNew(n.dir)
-	got, err := Read(context.Background(), root, Options{Timeout: 5 * time.Second})
+	got, err := Read(context.Background(), root, Options{RPC: grpccall.Caller{}, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,26 +104,26 @@ func TestRead(t *testing.T) {
 	want := &Node{
 		KubeletDir: "/var/lib/kubelet", Dir: dp, DirState: Present,
 		Kubelet: &Socket{Path: dp + "/kubelet.sock", Name: "kubelet.sock", Type: "socket", ModTime: n.start,
-			Dial: Dial{Answer: Unimplemented, Method: healthMethod, Code: "Unimplemented"}},
+			Dial: Dial{Answer: Unimplemented, Method: kubeletrpc.MethodHealthCheck, Code: "Unimplemented"}},
 		Plugins: []*Socket{
 			{Path: dp + "/amd.com_gpu", Name: "amd.com_gpu", Type: "socket", ModTime: n.start.Add(-time.Minute), OlderThanKubelet: true,
-				Dial: Dial{Answer: Answered, Method: optionsMethod, Code: "OK"}, Options: &PluginOptions{PreStartRequired: true},
+				Dial: Dial{Answer: Answered, Method: kubeletrpc.MethodGetDevicePluginOptions, Code: "OK"}, Options: &PluginOptions{PreStartRequired: true},
 				Resource: "amd.com/gpu", ResourceHint: `kubevirt device-plugin-manager's "<namespace>_<name>" (AMD's plugin)`},
 			{Path: dp + "/fake.sock", Name: "fake.sock", Type: "regular file", ModTime: n.start, Dial: Dial{Answer: NotSocket}},
 			{Path: dp + "/gpu.intel.com-i915.sock", Name: "gpu.intel.com-i915.sock", Type: "socket", ModTime: n.start.Add(2 * time.Minute),
-				Dial: Dial{Answer: Refused, Method: optionsMethod}, Resource: "gpu.intel.com/i915",
+				Dial: Dial{Answer: Refused, Method: kubeletrpc.MethodGetDevicePluginOptions}, Resource: "gpu.intel.com/i915",
 				ResourceHint: `Intel device plugins' "<namespace>-<type>.sock"`},
 			{Path: dp + "/nvidia-gpu.sock", Name: "nvidia-gpu.sock", Type: "socket", ModTime: n.start.Add(time.Minute),
-				Dial: Dial{Answer: Answered, Method: optionsMethod, Code: "OK"}, Options: &PluginOptions{GetPreferredAllocationAvailable: true},
+				Dial: Dial{Answer: Answered, Method: kubeletrpc.MethodGetDevicePluginOptions, Code: "OK"}, Options: &PluginOptions{GetPreferredAllocationAvailable: true},
 				Resource: "nvidia.com/gpu", ResourceHint: `NVIDIA k8s-device-plugin's "nvidia-<name>.sock"`},
 		},
 		CheckpointPath: dp + "/" + CheckpointName, CheckpointState: Present,
 		BootID: bootNow, BootIDDiffers: true,
 		PodResources: &PodResources{Path: "/var/lib/kubelet/pod-resources/kubelet.sock",
-			List: Dial{Answer: Answered, Method: listMethod, Code: "OK"},
+			List: Dial{Answer: Answered, Method: kubeletrpc.MethodPodResourcesList, Code: "OK"},
 			Containers: []ContainerDevices{{Namespace: "ml", Pod: "trainer-0", Container: "cuda", Resource: "nvidia.com/gpu",
 				DeviceIDs: []string{gpu0, gpu1}, NUMA: []int64{0}}},
-			Allocatable: Dial{Answer: Answered, Method: allocatableMethod, Code: "OK"},
+			Allocatable: Dial{Answer: Answered, Method: kubeletrpc.MethodGetAllocatableResources, Code: "OK"},
 			Devices:     []ResourceDevices{{Resource: "nvidia.com/gpu", DeviceIDs: []string{gpu0, gpu2}}}},
 		Devices: []DeviceMatch{
 			{ID: "fpga-7", Resource: "example.com/fpga", Form: IDOpaque, Host: HostUnknown,
@@ -157,7 +162,7 @@ func TestRead(t *testing.T) {
 	}
 	// Only read-only calls were made: one per socket.
 	wantCalls := []string{
-		allocatableMethod, listMethod, grpc_health_v1.Health_Check_FullMethodName, optionsMethod, optionsMethod,
+		kubeletrpc.MethodGetAllocatableResources, kubeletrpc.MethodPodResourcesList, grpc_health_v1.Health_Check_FullMethodName, kubeletrpc.MethodGetDevicePluginOptions, kubeletrpc.MethodGetDevicePluginOptions,
 	}
 	if d := cmp.Diff(sortedCopy(wantCalls), n.calls.list()); d != "" {
 		t.Errorf("calls (-want +got)\n%s", d)
@@ -177,7 +182,7 @@ func TestRead(t *testing.T) {
 	}
 }
 
-func sortedCopy(s []string) []string { return sorted(s) }
+func sortedCopy(s []string) []string { return slices.Sorted(slices.Values(s)) }
 
 // A snapshot replays what the sockets answered: the sockets themselves
 // are not archived, and the checkpoint's raw bytes (environment values)
@@ -186,7 +191,7 @@ func TestSnapshotReplays(t *testing.T) {
 	n := newNode(t, kubeletCheckpoint(t, sampleData(), ""))
 	live := hostfs.MustNew(n.dir)
 	rec := live.Record()
-	want, err := Read(context.Background(), live, Options{Timeout: 5 * time.Second})
+	want, err := Read(context.Background(), live, Options{RPC: grpccall.Caller{}, Timeout: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +211,7 @@ func TestSnapshotReplays(t *testing.T) {
 	if bytes.Contains(gunzip(t, buf.Bytes()), []byte("s3cr3t")) {
 		t.Errorf("the snapshot holds an environment value of an AllocateResponse")
 	}
-	got, err := Read(context.Background(), snap, Options{})
+	got, err := Read(context.Background(), snap, Options{RPC: grpccall.Caller{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +229,7 @@ func TestReadNothing(t *testing.T) {
 	dir := shortTemp(t)
 	write(t, filepath.Join(dir, "proc/sys/kernel/random/boot_id"), bootNow)
 	os.MkdirAll(filepath.Join(dir, "var/lib/kubelet"), 0o755)
-	got, err := Read(context.Background(), hostfs.MustNew(dir), Options{})
+	got, err := Read(context.Background(), hostfs.MustNew(dir), Options{RPC: grpccall.Caller{}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,14 +237,14 @@ func TestReadNothing(t *testing.T) {
 		t.Errorf("%+v", got)
 	}
 	empty := shortTemp(t)
-	got, err = Read(context.Background(), hostfs.MustNew(empty), Options{})
+	got, err = Read(context.Background(), hostfs.MustNew(empty), Options{RPC: grpccall.Caller{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.DirState != NotCaptured || got.CheckpointState != NotCaptured || got.BootIDErr == "" {
 		t.Errorf("a tree without /var/lib: %+v", got)
 	}
-	if _, err := Read(context.Background(), hostfs.MustNew(empty), Options{KubeletDir: "rel"}); err == nil {
+	if _, err := Read(context.Background(), hostfs.MustNew(empty), Options{RPC: grpccall.Caller{}, KubeletDir: "rel"}); err == nil {
 		t.Errorf("a relative kubelet dir is accepted")
 	}
 }
@@ -251,7 +256,7 @@ func TestKubeletSocketStates(t *testing.T) {
 	deadSocket(t, filepath.Join(dp, "kubelet.sock"))
 	l := listenSilent(t, filepath.Join(dp, "silent.sock"))
 	defer l.Close()
-	got, err := Read(context.Background(), hostfs.MustNew(dir), Options{Timeout: 200 * time.Millisecond})
+	got, err := Read(context.Background(), hostfs.MustNew(dir), Options{RPC: grpccall.Caller{}, Timeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +282,7 @@ func TestReadCheckpointStates(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			dir, dp, _ := kubeletTree(t)
 			write(t, filepath.Join(dp, CheckpointName), string(tc.b))
-			got, err := Read(context.Background(), hostfs.MustNew(dir), Options{})
+			got, err := Read(context.Background(), hostfs.MustNew(dir), Options{RPC: grpccall.Caller{}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -308,7 +313,7 @@ func FuzzReplay(f *testing.F) {
 // The live host: whatever it has, Read answers without error, and never
 // says "not captured" of a running host.
 func TestReadLiveHost(t *testing.T) {
-	n, err := Read(context.Background(), hostfs.MustNew("/"), Options{Timeout: time.Second})
+	n, err := Read(context.Background(), hostfs.MustNew("/"), Options{RPC: grpccall.Caller{}, Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +345,7 @@ func TestSnapshotWithoutCapture(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cleanup()
-	got, err := Read(context.Background(), snap, Options{})
+	got, err := Read(context.Background(), snap, Options{RPC: grpccall.Caller{}})
 	if err != nil {
 		t.Fatal(err)
 	}

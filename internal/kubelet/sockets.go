@@ -1,16 +1,12 @@
 package kubelet
 
 import (
-	"context"
 	"path"
 	"strings"
-	"sync"
 	"time"
 
-	"google.golang.org/grpc/health/grpc_health_v1"
-	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
-
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+	rpc "github.com/accel-doctor/accel-doctor/internal/kubeletrpc"
 )
 
 // KubeletSocketName is the kubelet's registration socket in the device
@@ -56,32 +52,13 @@ type Socket struct {
 	ResourceHint string `json:"resource_hint,omitempty"`
 }
 
-// PluginOptions is a plugin's DevicePluginOptions.
-type PluginOptions struct {
-	PreStartRequired                bool `json:"pre_start_required,omitempty"`
-	GetPreferredAllocationAvailable bool `json:"get_preferred_allocation_available,omitempty"`
-}
-
-// healthMethod is the one call made on kubelet.sock. The kubelet's
-// registration server (plugin/v1beta1/server.go) registers only
-// v1beta1.Registration, whose one method, Register, changes the kubelet's
-// state: it is never called. A health Check is read-only by definition;
-// the kubelet answers it Unimplemented, which proves a gRPC server is
-// serving the socket as well as an answer would.
-var healthMethod = grpc_health_v1.Health_Check_FullMethodName
-
-// optionsMethod is the one call made on a plugin socket:
-// GetDevicePluginOptions takes Empty and changes nothing (the kubelet
-// itself calls it when a plugin registers: ManagerImpl.PluginConnected).
-var optionsMethod = pluginapi.DevicePlugin_GetDevicePluginOptions_FullMethodName
-
-// readSocketDir lists dir and talks to every socket in it, all at once.
-func readSocketDir(ctx context.Context, root *hostfs.Root, dir string, timeout time.Duration) (reg *Socket, plugins []*Socket, err error) {
+// listSocketDir lists dir: kubelet.sock and the plugins' sockets, each
+// with the call to make on it (calls), nothing called yet.
+func listSocketDir(root *hostfs.Root, dir string) (reg *Socket, plugins []*Socket, err error) {
 	names, err := root.ReadDir(dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	var all []*Socket
 	for _, name := range names {
 		if name == CheckpointName {
 			continue
@@ -113,24 +90,7 @@ func readSocketDir(ctx context.Context, root *hostfs.Root, dir string, timeout t
 			s.Resource, s.ResourceHint = resourceFromSocketName(name)
 			plugins = append(plugins, s)
 		}
-		all = append(all, s)
 	}
-	var wg sync.WaitGroup
-	for _, s := range all {
-		if s.Dial.Answer == NotSocket {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if s == reg {
-				dialKubelet(ctx, root, s, timeout)
-			} else {
-				dialPlugin(ctx, root, s, timeout)
-			}
-		}()
-	}
-	wg.Wait()
 	if reg != nil && !reg.ModTime.IsZero() {
 		for _, s := range plugins {
 			if !s.ModTime.IsZero() && s.ModTime.Before(reg.ModTime) {
@@ -149,37 +109,26 @@ func socketLike(name string) bool {
 	return strings.HasSuffix(name, ".sock") || strings.Contains(name, "_") && strings.Contains(name, ".")
 }
 
-func dialKubelet(ctx context.Context, root *hostfs.Root, s *Socket, timeout time.Duration) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	c, d := newClient(ctx, root, s.Path)
-	if d != nil {
-		d.Method = healthMethod
-		s.Dial = *d
-		return
+// socketCalls are the calls on the listed sockets: Health.Check on
+// kubelet.sock, GetDevicePluginOptions on a plugin's; what answers is
+// filed on the socket by the returned function.
+func socketCalls(reg *Socket, plugins []*Socket) ([]rpc.Call, func([]rpc.Reply)) {
+	var calls []rpc.Call
+	var to []*Socket
+	for _, s := range append([]*Socket{reg}, plugins...) {
+		if s == nil || s.Dial.Answer == NotSocket {
+			continue
+		}
+		m := rpc.MethodGetDevicePluginOptions
+		if s == reg {
+			m = rpc.MethodHealthCheck
+		}
+		calls = append(calls, rpc.Call{Path: s.Path, Method: m})
+		to = append(to, s)
 	}
-	defer c.Close()
-	resp, err := grpc_health_v1.NewHealthClient(c.cc).Check(ctx, &grpc_health_v1.HealthCheckRequest{})
-	s.Dial = c.result(healthMethod, err)
-	if err == nil {
-		s.Health = resp.GetStatus().String()
-	}
-}
-
-func dialPlugin(ctx context.Context, root *hostfs.Root, s *Socket, timeout time.Duration) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	c, d := newClient(ctx, root, s.Path)
-	if d != nil {
-		d.Method = optionsMethod
-		s.Dial = *d
-		return
-	}
-	defer c.Close()
-	o, err := pluginapi.NewDevicePluginClient(c.cc).GetDevicePluginOptions(ctx, &pluginapi.Empty{})
-	s.Dial = c.result(optionsMethod, err)
-	if err == nil {
-		s.Options = &PluginOptions{PreStartRequired: o.GetPreStartRequired(),
-			GetPreferredAllocationAvailable: o.GetGetPreferredAllocationAvailable()}
+	return calls, func(replies []rpc.Reply) {
+		for i, r := range replies {
+			to[i].Dial, to[i].Health, to[i].Options = r.Dial, r.Health, r.Options
+		}
 	}
 }

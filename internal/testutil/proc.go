@@ -33,7 +33,7 @@ func Binaries(t testing.TB, repo string) string {
 			return
 		}
 		binDir = dir
-		build := exec.Command("go", "build", "-trimpath", "-tags=grpcnotrace", "-ldflags=-s -w", "-o", dir+"/", "./cmd/accel-doctor", "./cmd/accel-doctor-kube")
+		build := exec.Command("go", "build", "-trimpath", "-tags=grpcnotrace", "-ldflags=-s -w", "-o", dir+"/", "./cmd/accel-doctor", "./cmd/accel-doctor-kubelet", "./cmd/accel-doctor-kube")
 		build.Dir = repo
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := build.CombinedOutput(); err != nil {

@@ -1,7 +1,8 @@
-package cli
+package kubeletcli
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -12,7 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/accel-doctor/accel-doctor/internal/cli"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
@@ -23,7 +25,10 @@ import (
 	"github.com/accel-doctor/accel-doctor/internal/testutil"
 )
 
-// The binaries as processes (internal/testutil builds both once).
+// The binaries as processes (internal/testutil builds them once); the
+// helpers are internal/cli's tests' too.
+const hosts = "../../testdata/hosts/"
+
 func binary(t testing.TB) string { return testutil.Binaries(t, "../..") }
 
 func sockDir(t *testing.T) string { return testutil.SockDir(t) }
@@ -42,18 +47,12 @@ func pluginCodes(t *testing.T, js string) map[string]report.Status {
 	return out
 }
 
-func waitFile(t *testing.T, p string) {
+// run runs accel-doctor-kubelet's command line in this process.
+func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := os.Lstat(p); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never appeared", p)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var o, e bytes.Buffer
+	code = cli.MainWith(context.Background(), args, &o, &e, Extension())
+	return o.String(), e.String(), code
 }
 
 // The binaries as the e2e suite runs them: plugin test acting as the
@@ -63,7 +62,7 @@ func waitFile(t *testing.T, p string) {
 func TestPluginBinaryMockAndTest(t *testing.T) {
 	dir := sockDir(t)
 	tester := start(t, "plugin", "test", "--kubelet-dir", dir, "--timeout", "5s", "--watch", "300ms", "-o", "json")
-	waitFile(t, filepath.Join(dir, deviceplugin.KubeletSocket))
+	testutil.WaitFile(t, filepath.Join(dir, deviceplugin.KubeletSocket))
 	mock := start(t, "plugin", "mock", "--kubelet-dir", dir, "--resource", "fake.example.com/gpu", "--devices", "2", "--mode", "healthy")
 	line := mock.WaitLine(t, "REGISTERED ")
 	if want := "REGISTERED fake.example.com/gpu " + filepath.Join(dir, "accel-doctor-mock-fake.example.com_gpu.sock"); line != want {
@@ -96,7 +95,7 @@ func TestPluginBinaryFindsPlantedFailures(t *testing.T) {
 		t.Run(strings.Fields(mode)[0], func(t *testing.T) {
 			dir := sockDir(t)
 			tester := start(t, "plugin", "test", "--kubelet-dir", dir, "--timeout", "5s", "--watch", "200ms")
-			waitFile(t, filepath.Join(dir, deviceplugin.KubeletSocket))
+			testutil.WaitFile(t, filepath.Join(dir, deviceplugin.KubeletSocket))
 			mock := start(t, "plugin", "mock", "--kubelet-dir", dir, "--mode", mode)
 			code, out := tester.Wait(t)
 			if code != 1 || !strings.Contains(out, want) || !strings.Contains(out, "Measured:") {
@@ -132,7 +131,7 @@ func TestPluginBinaryServe(t *testing.T) {
 `), 0o644)
 	dir := sockDir(t)
 	tester := start(t, "--root", host, "plugin", "test", "--kubelet-dir", dir, "--timeout", "5s", "--watch", "200ms", "-o", "json")
-	waitFile(t, filepath.Join(dir, deviceplugin.KubeletSocket))
+	testutil.WaitFile(t, filepath.Join(dir, deviceplugin.KubeletSocket))
 	serve := start(t, "--root", host, "plugin", "serve", "--kubelet-dir", dir, "--config", cfg, "--metrics-address", "127.0.0.1:0")
 	serve.WaitLine(t, "SERVING example.com/gpu ")
 	code, out := tester.Wait(t)
@@ -185,7 +184,7 @@ func TestPluginRemediationCommandsExist(t *testing.T) {
 	n := 0
 	for _, c := range deviceplugin.Codes {
 		for _, m := range span.FindAllStringSubmatch(c.Explain+"\n"+c.Remediation, -1) {
-			args := splitArgs(m[1])
+			args := testutil.SplitArgs(m[1])
 			if _, stderr, code := run(t, append(args, "--help")...); code != 0 {
 				t.Errorf("%s names `accel-doctor %s`, which does not parse: %s", c.Code, m[1], stderr)
 			}
@@ -257,5 +256,23 @@ func BenchmarkPluginServeRSS(b *testing.B) {
 		conn.Close()
 		cmd.Process.Signal(syscall.SIGTERM)
 		cmd.Wait()
+	}
+}
+
+// Every command accel-doctor-kubelet adds is one accel-doctor lists and
+// hands over (cli.KubeletCommands), but kubelet-rpc, which only
+// accel-doctor's check runs, directly.
+func TestHandedOver(t *testing.T) {
+	names := map[string]bool{}
+	for _, c := range cli.KubeletCommands {
+		names[c.Name] = true
+	}
+	for _, c := range Extension().Commands(&cli.Globals{}) {
+		if !names[c.Name()] && !(c.Hidden && c.Name() == "kubelet-rpc") {
+			t.Errorf("command %s is not in cli.KubeletCommands: accel-doctor would not hand it over", c.Name())
+		}
+	}
+	if ext := Extension(); ext.Binary != cli.KubeletBinary || ext.KubeletRPC == nil {
+		t.Errorf("Extension: binary %q, caller %v", ext.Binary, ext.KubeletRPC)
 	}
 }

@@ -1,4 +1,4 @@
-package cli
+package kubeletcli
 
 import (
 	"context"
@@ -23,13 +23,14 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
+	"github.com/accel-doctor/accel-doctor/internal/cli"
 	"github.com/accel-doctor/accel-doctor/internal/deviceplugin"
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 	"github.com/accel-doctor/accel-doctor/internal/report"
 	"github.com/accel-doctor/accel-doctor/internal/trim"
 )
 
-func newPluginCmd(g *globals) *cobra.Command {
+func NewPluginCmd(g *cli.Globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "plugin",
 		Short: "Kubernetes device plugins: a generic plugin (serve), a mock with planted failures (mock), and a kubelet-side tester (test)",
@@ -38,8 +39,8 @@ func newPluginCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// pluginLogger logs to stderr: text, or JSON with --log-format json.
-func pluginLogger(w io.Writer, format string, debug bool) (*slog.Logger, error) {
+// PluginLogger logs to stderr: text, or JSON with --log-format json.
+func PluginLogger(w io.Writer, format string, debug bool) (*slog.Logger, error) {
 	lvl := slog.LevelInfo
 	if debug {
 		lvl = slog.LevelDebug
@@ -51,7 +52,7 @@ func pluginLogger(w io.Writer, format string, debug bool) (*slog.Logger, error) 
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, o)), nil
 	}
-	return nil, usageErr("--log-format %q: want text or json", format)
+	return nil, cli.UsageErr("--log-format %q: want text or json", format)
 }
 
 // printEvents prints each Event as one line on stdout: what a script (or
@@ -85,12 +86,12 @@ func (f *daemonFlags) add(cmd *cobra.Command) {
 
 func (f *daemonFlags) check() error {
 	if !filepath.IsAbs(f.kubeletDir) {
-		return usageErr("--kubelet-dir %q is not absolute (the kubelet registers sockets by path)", f.kubeletDir)
+		return cli.UsageErr("--kubelet-dir %q is not absolute (the kubelet registers sockets by path)", f.kubeletDir)
 	}
 	return nil
 }
 
-func newPluginServeCmd(g *globals) *cobra.Command {
+func newPluginServeCmd(g *cli.Globals) *cobra.Command {
 	var (
 		f       daemonFlags
 		config  string
@@ -128,37 +129,37 @@ SIGTERM or SIGINT: the sockets are removed and it exits 0.`,
 				return err
 			}
 			if config == "" {
-				return usageErr("--config FILE is required")
+				return cli.UsageErr("--config FILE is required")
 			}
 			fh, err := os.Open(config)
 			if err != nil {
-				return usageErr("--config: %v", err)
+				return cli.UsageErr("--config: %v", err)
 			}
 			cfg, err := deviceplugin.ParseConfig(fh)
 			fh.Close()
 			if err != nil {
-				return usageErr("%s: %v", config, err)
+				return cli.UsageErr("%s: %v", config, err)
 			}
-			log, err := pluginLogger(g.stderr, f.logFormat, f.debug)
+			log, err := PluginLogger(g.Stderr(), f.logFormat, f.debug)
 			if err != nil {
 				return err
 			}
-			root, err := hostfs.New(g.root)
+			root, err := hostfs.New(g.RootDir())
 			if err != nil {
-				return usageErr("%v", err)
+				return cli.UsageErr("%v", err)
 			}
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-			p, err := deviceplugin.New(f.kubeletDir, cfg, deviceplugin.Options{Root: root, Logger: log, Registerer: reg, Notify: printEvents(g.stdout)})
+			p, err := deviceplugin.New(f.kubeletDir, cfg, deviceplugin.Options{Root: root, Logger: log, Registerer: reg, Notify: printEvents(g.Stdout())})
 			if err != nil {
 				return err
 			}
-			handlesCancel.Store(true)
+			cli.HandlesCancel()
 			ctx := cmd.Context()
 			if metrics != "" {
 				stop, err := serveMetrics(metrics, reg, log)
 				if err != nil {
-					return usageErr("--metrics-address: %v", err)
+					return cli.UsageErr("--metrics-address: %v", err)
 				}
 				defer stop()
 			}
@@ -185,16 +186,16 @@ func serveMetrics(addr string, reg *prometheus.Registry, log *slog.Logger) (func
 	return func() { srv.Close() }, nil
 }
 
-func newPluginMockCmd(g *globals) *cobra.Command {
+func newPluginMockCmd(g *cli.Globals) *cobra.Command {
 	var (
 		f  daemonFlags
 		mc deviceplugin.MockConfig
 		md string
 	)
-	dra := g.draPlugin()
+	dra := draPlugin(g)
 	var (
 		draGiven func() bool
-		draRun   func(context.Context, *Globals, string, int, string, bool) error
+		draRun   func(context.Context, *cli.Globals, string, int, string, bool) error
 	)
 	var modes strings.Builder
 	for _, d := range deviceplugin.ModeDocs {
@@ -234,30 +235,30 @@ removed and it exits 0.` + dra.MockHelp,
 				case deviceplugin.ModeFlapping, deviceplugin.ModeDuplicate:
 					d, err := time.ParseDuration(arg)
 					if err != nil {
-						return usageErr("--mode %s: %v", md, err)
+						return cli.UsageErr("--mode %s: %v", md, err)
 					}
 					mc.Interval = d
 				case deviceplugin.ModeSlowAllocate:
 					d, err := time.ParseDuration(arg)
 					if err != nil {
-						return usageErr("--mode %s: %v", md, err)
+						return cli.UsageErr("--mode %s: %v", md, err)
 					}
 					mc.Delay = d
 				case deviceplugin.ModeFailAllocate:
 					mc.Error = arg
 				default:
-					return usageErr("--mode %s takes no argument", mode)
+					return cli.UsageErr("--mode %s takes no argument", mode)
 				}
 			}
-			log, err := pluginLogger(g.stderr, f.logFormat, f.debug)
+			log, err := PluginLogger(g.Stderr(), f.logFormat, f.debug)
 			if err != nil {
 				return err
 			}
-			m, err := deviceplugin.NewMock(f.kubeletDir, mc, deviceplugin.Options{Logger: log, Notify: printEvents(g.stdout)})
+			m, err := deviceplugin.NewMock(f.kubeletDir, mc, deviceplugin.Options{Logger: log, Notify: printEvents(g.Stdout())})
 			if err != nil {
-				return usageErr("%v", err)
+				return cli.UsageErr("%v", err)
 			}
-			handlesCancel.Store(true)
+			cli.HandlesCancel()
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
 			usr1 := make(chan os.Signal, 1)
@@ -282,7 +283,7 @@ removed and it exits 0.` + dra.MockHelp,
 	fl := cmd.Flags()
 	fl.StringVar(&mc.Resource, "resource", "fake.example.com/gpu", "the extended resource name to register")
 	fl.IntVar(&mc.Devices, "devices", 2, "number of fake devices")
-	fl.StringVar(&md, "mode", "healthy", "the failure to plant: "+strings.Join(deviceplugin.Modes(), ", ")+dra.modes())
+	fl.StringVar(&md, "mode", "healthy", "the failure to plant: "+strings.Join(deviceplugin.Modes(), ", ")+draModes(dra))
 	fl.DurationVar(&mc.Interval, "interval", time.Second, "flapping: the period of the health flips; duplicate: how often the first instance resends its list")
 	fl.DurationVar(&mc.Delay, "delay", 5*time.Second, "slow-allocate: how long Allocate takes")
 	fl.StringVar(&mc.Error, "error", "mock: allocation refused", "fail-allocate: the error Allocate returns")
@@ -291,7 +292,7 @@ removed and it exits 0.` + dra.MockHelp,
 	return cmd
 }
 
-func newPluginTestCmd(g *globals) *cobra.Command {
+func newPluginTestCmd(g *cli.Globals) *cobra.Command {
 	var (
 		o          deviceplugin.TestOptions
 		noRereg    bool
@@ -299,10 +300,10 @@ func newPluginTestCmd(g *globals) *cobra.Command {
 		verbose    bool
 		socketFlag string
 	)
-	dra := g.draPlugin()
+	dra := draPlugin(g)
 	var (
 		draGiven func() bool
-		draRun   func(context.Context, *Globals, time.Duration, bool) error
+		draRun   func(context.Context, *cli.Globals, time.Duration, bool) error
 	)
 	cmd := &cobra.Command{
 		Use:   "test (--kubelet-dir DIR | --socket PATH | --dra --plugins-registry DIR) [--timeout D]",
@@ -341,25 +342,25 @@ It writes only DIR/kubelet.sock (removed at the end). Exit status: 0 no FAIL;
 			}
 			o.Socket = socketFlag
 			if (o.KubeletDir == "") == (o.Socket == "") {
-				return usageErr("give exactly one of --kubelet-dir DIR and --socket PATH")
+				return cli.UsageErr("give exactly one of --kubelet-dir DIR and --socket PATH")
 			}
 			if o.KubeletDir != "" && !filepath.IsAbs(o.KubeletDir) {
 				abs, err := filepath.Abs(o.KubeletDir)
 				if err != nil {
-					return usageErr("--kubelet-dir: %v", err)
+					return cli.UsageErr("--kubelet-dir: %v", err)
 				}
 				o.KubeletDir = abs
 			}
 			if o.Socket != "" {
 				if fi, err := os.Stat(o.Socket); err != nil {
-					return usageErr("--socket: %v", err)
+					return cli.UsageErr("--socket: %v", err)
 				} else if fi.Mode()&os.ModeSocket == 0 {
-					return usageErr("--socket %s is not a socket", o.Socket)
+					return cli.UsageErr("--socket %s is not a socket", o.Socket)
 				}
 			}
-			root, err := hostfs.New(g.root)
+			root, err := hostfs.New(g.RootDir())
 			if err != nil {
-				return usageErr("%v", err)
+				return cli.UsageErr("%v", err)
 			}
 			o.Root = root
 			o.Reregister = !noRereg
@@ -370,29 +371,29 @@ It writes only DIR/kubelet.sock (removed at the end). Exit status: 0 no FAIL;
 			}
 			res, err := deviceplugin.Test(cmd.Context(), o)
 			if err != nil {
-				return usageErr("%v", err)
+				return cli.UsageErr("%v", err)
 			}
 			target := o.Socket
 			if target == "" {
 				target = filepath.Join(o.KubeletDir, deviceplugin.KubeletSocket)
 			}
 			rep := &report.Report{
-				SchemaVersion: report.SchemaVersion, Tool: "accel-doctor " + Version, Command: "plugin test",
-				Source: "plugin " + target, Root: g.root, Generated: time.Now().UTC(),
+				SchemaVersion: report.SchemaVersion, Tool: "accel-doctor " + cli.Version, Command: "plugin test",
+				Source: "plugin " + target, Root: g.RootDir(), Generated: time.Now().UTC(),
 				Layers: []report.Layer{report.LayerKube}, Devices: []report.Device{}, Findings: res.Findings,
 			}
 			rep.Decide()
-			if err := g.render(rep, verbose); err != nil {
+			if err := g.Render(rep, verbose); err != nil {
 				return err
 			}
-			if g.output != "json" {
-				fmt.Fprintln(g.stdout)
-				if err := g.renderTable(measurementTable(res.Measurements), nil); err != nil {
+			if g.Output() != "json" {
+				fmt.Fprintln(g.Stdout())
+				if err := g.RenderTable(MeasurementTable(res.Measurements), nil); err != nil {
 					return err
 				}
 			}
 			if c := rep.ExitCode(); c != 0 {
-				return &exitError{code: c, err: errFailFound}
+				return cli.ExitFor(c)
 			}
 			return nil
 		},
@@ -407,12 +408,12 @@ It writes only DIR/kubelet.sock (removed at the end). Exit status: 0 no FAIL;
 	fl.BoolVar(&noTrigger, "no-trigger", false, "do not signal accel-doctor's mock to time a health change")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "text output: list every check, the ones that passed too")
 	draGiven, draRun = dra.AddTestFlags(cmd)
-	g.addOutputFlag(cmd)
+	g.AddOutputFlag(cmd)
 	return cmd
 }
 
-// measurementTable is what was timed.
-func measurementTable(ms []deviceplugin.Measurement) *report.Table {
+// MeasurementTable is what was timed.
+func MeasurementTable(ms []deviceplugin.Measurement) *report.Table {
 	t := &report.Table{Title: []string{"Measured:"}, Header: []string{"WHAT", "SAMPLES", "P50", "P99", "MAX"}}
 	for _, m := range ms {
 		t.Rows = append(t.Rows, []string{m.Name, strconv.Itoa(len(m.Samples)),
@@ -538,23 +539,23 @@ func sameExe(pid int) bool {
 // draPlugin is the DRA side of the plugin commands: accel-doctor-kube's,
 // or, in accel-doctor, a note (the command lines with --dra go to
 // accel-doctor-kube before these commands are built: wantsKube).
-func (g *globals) draPlugin() *DRAPlugin {
-	if g.ext != nil && g.ext.DRA != nil {
-		return g.ext.DRA
+func draPlugin(g *cli.Globals) *cli.DRAPlugin {
+	if ext := g.Ext(); ext != nil && ext.DRA != nil {
+		return ext.DRA
 	}
-	return &DRAPlugin{
+	return &cli.DRAPlugin{
 		MockHelp: "\n\nWith --dra it is a fake DRA driver instead: accel-doctor-kube runs it (accel-doctor-kube plugin mock --help).",
 		TestHelp: "\n\nWith --dra it tests a DRA driver: accel-doctor-kube runs it (accel-doctor-kube plugin test --help).",
-		AddMockFlags: func(*cobra.Command) (func() bool, func(context.Context, *Globals, string, int, string, bool) error) {
+		AddMockFlags: func(*cobra.Command) (func() bool, func(context.Context, *cli.Globals, string, int, string, bool) error) {
 			return func() bool { return false }, nil
 		},
-		AddTestFlags: func(*cobra.Command) (func() bool, func(context.Context, *Globals, time.Duration, bool) error) {
+		AddTestFlags: func(*cobra.Command) (func() bool, func(context.Context, *cli.Globals, time.Duration, bool) error) {
 			return func() bool { return false }, nil
 		},
 	}
 }
 
-func (d *DRAPlugin) modes() string {
+func draModes(d *cli.DRAPlugin) string {
 	if len(d.Modes) == 0 {
 		return ""
 	}

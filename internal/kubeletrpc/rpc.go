@@ -1,0 +1,250 @@
+// Package kubeletrpc is the node's Kubernetes layer's read-only calls on
+// the kubelet's sockets: what is called (Call), what came back (Reply,
+// Dial), and how a call travels when the binary that needs it links no
+// gRPC client (Exec).
+//
+// Why a package of its own, with no gRPC in it: the gRPC, protobuf and
+// kubelet API packages cost every start of a binary that links them
+// about 1.5 ms of package initialisation and 4 MiB of resident memory
+// (measured with binaries that only import them, and as check's start:
+// README, "Performance"). accel-doctor, the node diagnosis, must start
+// fast on every host, and only a Kubernetes node has sockets to call. So
+// accel-doctor links this package only; the calls themselves are made by
+// internal/kubeletrpc/grpccall, in accel-doctor-kubelet (the node's gRPC
+// binary: the device plugin, its mock and tester) and in
+// accel-doctor-kube. accel-doctor runs `accel-doctor-kubelet kubelet-rpc`
+// once per batch of calls, and only when there is a socket to call.
+package kubeletrpc
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"slices"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+)
+
+// Answer is how a socket answered.
+type Answer string
+
+const (
+	// Answered: a gRPC server answered the call.
+	Answered Answer = "answered"
+	// Unimplemented: a gRPC server answered, without the method asked
+	// (codes.Unimplemented): it speaks gRPC but is not that service.
+	Unimplemented Answer = "unimplemented"
+	// Refused: connect gave ECONNREFUSED: the file is a socket that no
+	// process listens on (its server exited and left it behind).
+	Refused Answer = "refused"
+	// NotSocket: the path is not a socket (a regular file named like one);
+	// nothing was dialed.
+	NotSocket Answer = "not-socket"
+	// Gone: the path vanished between the listing and the dial.
+	Gone Answer = "gone"
+	// NoAccess: connect or the path walk gave EACCES or EPERM: this process
+	// may not look (the socket needs write permission to connect to).
+	NoAccess Answer = "no-access"
+	// TimedOut: connected, but no gRPC answer came within the timeout (a
+	// server that accepts and never speaks, or one stuck).
+	TimedOut Answer = "timed-out"
+	// Failed: any other error, in Err.
+	Failed Answer = "failed"
+	// NotDialed: nothing was called, because this process could not make
+	// the call (no gRPC client linked and accel-doctor-kubelet not found,
+	// or it failed: Err says which). Says nothing about the socket.
+	NotDialed Answer = "not-dialed"
+)
+
+// CouldNotLook reports whether the answer says nothing about the server:
+// this process could not reach the socket (no access, gone since the
+// listing) or could not make the call at all.
+func (a Answer) CouldNotLook() bool { return a == NoAccess || a == Gone || a == NotDialed }
+
+// Dial is what one call on a socket gave.
+type Dial struct {
+	Answer Answer `json:"answer"`
+	Method string `json:"method"`          // the full gRPC method called
+	Code   string `json:"code,omitempty"`  // the gRPC status code, when one came back
+	Err    string `json:"error,omitempty"` // the error, as the client saw it
+}
+
+// OK reports whether a gRPC server answered (the method or
+// Unimplemented).
+func (d Dial) OK() bool { return d.Answer == Answered || d.Answer == Unimplemented }
+
+// ClassifyConnect names what a failed connect means.
+func ClassifyConnect(err error) Dial {
+	d := Dial{Err: err.Error()}
+	switch {
+	case errors.Is(err, hostfs.ErrNotSocket):
+		d.Answer = NotSocket
+	case errors.Is(err, unix.ECONNREFUSED):
+		d.Answer = Refused
+	case errors.Is(err, fs.ErrNotExist):
+		d.Answer = Gone
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		d.Answer = NoAccess
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, unix.EAGAIN), errors.Is(err, unix.ETIMEDOUT):
+		// EAGAIN: the listener's backlog is full and it does not accept.
+		d.Answer = TimedOut
+	default:
+		d.Answer = Failed
+	}
+	return d
+}
+
+// The calls, by full gRPC method name. They are spelled here, not taken
+// from the generated packages, so that this package links none of them;
+// grpccall's tests hold each equal to the generated constant.
+const (
+	// MethodHealthCheck is grpc.health.v1 Health.Check: the one call made
+	// on the device manager's kubelet.sock. The kubelet's registration
+	// server (pkg/kubelet/cm/devicemanager/plugin/v1beta1/server.go)
+	// registers only v1beta1.Registration, whose one method, Register,
+	// changes the kubelet's state: it is never called. A health Check is
+	// read-only by definition; the kubelet answers it Unimplemented,
+	// which proves a gRPC server is serving the socket as well as an
+	// answer would.
+	MethodHealthCheck = "/grpc.health.v1.Health/Check"
+	// MethodGetDevicePluginOptions is the one call made on a device
+	// plugin's socket: it takes Empty and changes nothing (the kubelet
+	// itself calls it when a plugin registers: ManagerImpl.PluginConnected).
+	MethodGetDevicePluginOptions = "/v1beta1.DevicePlugin/GetDevicePluginOptions"
+	// MethodPodResourcesList and MethodGetAllocatableResources are the
+	// PodResources calls: both take an empty request and only read the
+	// kubelet's state (pkg/kubelet/apis/podresources/server_v1.go). A
+	// Call of MethodPodResourcesList makes both, on one connection.
+	MethodPodResourcesList        = "/v1.PodResourcesLister/List"
+	MethodGetAllocatableResources = "/v1.PodResourcesLister/GetAllocatableResources"
+	// MethodGetInfo is the one call made on a plugin registration socket.
+	// The kubelet's plugin watcher calls GetInfo first (pkg/kubelet/
+	// pluginmanager/operationexecutor/operation_generator.go,
+	// GenerateRegisterPluginFunc), and it only reads.
+	// NotifyRegistrationStatus, the other method, changes the plugin's
+	// state (a driver may stop when told it was rejected): never called.
+	MethodGetInfo = "/pluginregistration.Registration/GetInfo"
+)
+
+// Methods are the calls a Caller makes; any other is refused.
+var Methods = []string{MethodHealthCheck, MethodGetDevicePluginOptions, MethodPodResourcesList, MethodGetInfo}
+
+// Call is one call to make: Method on the socket at host path Path
+// (resolved inside the root).
+type Call struct {
+	Path   string `json:"path"`
+	Method string `json:"method"`
+}
+
+// Reply is what a Call gave: Dial always; the answer's content when the
+// method answered.
+type Reply struct {
+	Dial Dial `json:"dial"`
+	// Health is Health.Check's status ("SERVING", ...).
+	Health string `json:"health,omitempty"`
+	// Options is GetDevicePluginOptions' answer.
+	Options *PluginOptions `json:"options,omitempty"`
+	// PodResources is both PodResources calls' (its List and Allocatable
+	// Dials are the calls'; Dial is List's).
+	PodResources *PodResources `json:"pod_resources,omitempty"`
+	// Info is GetInfo's answer.
+	Info *RegistrationInfo `json:"info,omitempty"`
+}
+
+// PluginOptions is a device plugin's DevicePluginOptions.
+type PluginOptions struct {
+	PreStartRequired                bool `json:"pre_start_required,omitempty"`
+	GetPreferredAllocationAvailable bool `json:"get_preferred_allocation_available,omitempty"`
+}
+
+// RegistrationInfo is a registration socket's GetInfo answer
+// (pluginregistration/v1 PluginInfo).
+type RegistrationInfo struct {
+	Type              string   `json:"type"`
+	Name              string   `json:"name"`
+	Endpoint          string   `json:"endpoint,omitempty"`
+	SupportedVersions []string `json:"supported_versions,omitempty"`
+}
+
+// PodResources is what the kubelet's PodResources service answered.
+type PodResources struct {
+	Path string `json:"path"`
+	// List is the List call; Containers what it gave: every container that
+	// holds devices of a device plugin.
+	List       Dial               `json:"list"`
+	Containers []ContainerDevices `json:"containers,omitempty"`
+	// Allocatable is the GetAllocatableResources call (a feature gate,
+	// KubeletPodResourcesGetAllocatable, before 1.28: an older kubelet may
+	// answer it with an error); Devices what it gave: per resource, the
+	// devices the device manager counts as allocatable, which are the
+	// healthy ones (ManagerImpl.GetAllocatableDevices filters allDevices by
+	// healthyDevices), allocated or not.
+	Allocatable Dial              `json:"allocatable"`
+	Devices     []ResourceDevices `json:"devices,omitempty"`
+}
+
+// AllocatableIDs is, per resource, the device IDs GetAllocatableResources
+// gave (nil when it did not answer).
+func (p *PodResources) AllocatableIDs() map[string][]string {
+	if p == nil || p.Allocatable.Answer != Answered {
+		return nil
+	}
+	out := map[string][]string{}
+	for _, d := range p.Devices {
+		out[d.Resource] = append(out[d.Resource], d.DeviceIDs...)
+	}
+	for r, ids := range out {
+		slices.Sort(ids)
+		out[r] = slices.Compact(ids)
+	}
+	return out
+}
+
+// ContainerDevices is one container's devices of one resource.
+type ContainerDevices struct {
+	Namespace string   `json:"namespace"`
+	Pod       string   `json:"pod"`
+	Container string   `json:"container"`
+	Resource  string   `json:"resource"`
+	DeviceIDs []string `json:"device_ids"`
+	NUMA      []int64  `json:"numa,omitempty"`
+}
+
+// ResourceDevices is one entry of GetAllocatableResources.
+type ResourceDevices struct {
+	Resource  string   `json:"resource"`
+	DeviceIDs []string `json:"device_ids"`
+	NUMA      []int64  `json:"numa,omitempty"`
+}
+
+// Caller makes calls through a root, all at once, each connect and call
+// bounded by timeout; the i-th reply is the i-th call's. It never fails
+// as a whole: what could not be called says why in its Dial.
+type Caller interface {
+	Call(ctx context.Context, root *hostfs.Root, calls []Call, timeout time.Duration) []Reply
+}
+
+// NotDialedReplies are the replies of calls that could not be made.
+func NotDialedReplies(calls []Call, why string) []Reply {
+	out := make([]Reply, len(calls))
+	for i, c := range calls {
+		out[i].Dial = Dial{Answer: NotDialed, Method: c.Method, Err: why}
+		if c.Method == MethodPodResourcesList {
+			a := out[i].Dial
+			a.Method = MethodGetAllocatableResources
+			out[i].PodResources = &PodResources{Path: c.Path, List: out[i].Dial, Allocatable: a}
+		}
+	}
+	return out
+}
+
+// None is the Caller of a process that cannot make calls: every reply is
+// NotDialed with its reason.
+type None struct{ Why string }
+
+func (n None) Call(_ context.Context, _ *hostfs.Root, calls []Call, _ time.Duration) []Reply {
+	return NotDialedReplies(calls, n.Why)
+}
