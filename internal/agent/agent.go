@@ -81,7 +81,7 @@ func (a *Agent) RunOnce() *State {
 		ids = Identities(env.Root, rep, kn)
 		resources = Resources(kn)
 	}
-	s := &State{Report: rep, Condition: BuildCondition(rep), Summary: BuildSummary(rep, resources, end), Duration: end.Sub(start), Finished: end}
+	s := &State{Report: rep, Condition: BuildCondition(rep), Summary: BuildSummary(rep, resources, end, a.cfg.Interval), Duration: end.Sub(start), Finished: end}
 	s.Summary.DRA = DRASummary(env)
 	a.Metrics.Update(s, ids)
 	a.mu.Lock()

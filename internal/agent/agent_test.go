@@ -376,7 +376,7 @@ func TestConditionWarnIsTrueWithItsCode(t *testing.T) {
 	if c.Status != ConditionTrue || c.Reason != "DEVNODE_NO_CHAR_LINK" {
 		t.Errorf("condition %+v, want True DEVNODE_NO_CHAR_LINK", c)
 	}
-	s := BuildSummary(r, nil, time.Now())
+	s := BuildSummary(r, nil, time.Now(), time.Minute)
 	if s.Status != "WARN" || s.Code != "DEVNODE_NO_CHAR_LINK" || s.Layer != 0 {
 		t.Errorf("summary %+v, want WARN with the code and no layer (a layer names a FAIL)", s)
 	}

@@ -109,9 +109,11 @@ var acceleratorKinds = map[string]bool{"gpu": true, "accelerator": true, "video"
 
 // BuildSummary is the node annotation's value for a report: the verdict,
 // its first failing layer and code, how many accelerator functions the
-// check found, and the extended resources the kubelet knows of.
-func BuildSummary(r *report.Report, resources []string, at time.Time) cluster.Summary {
-	s := cluster.Summary{Version: cluster.SummaryVersion, Status: string(r.Verdict.Status), Time: at.UTC().Format(time.RFC3339)}
+// check found, the extended resources the kubelet knows of, and the
+// agent's interval (by which a reader tells a stale summary).
+func BuildSummary(r *report.Report, resources []string, at time.Time, interval time.Duration) cluster.Summary {
+	s := cluster.Summary{Version: cluster.SummaryVersion, Status: string(r.Verdict.Status), Time: at.UTC().Format(time.RFC3339),
+		Interval: int(interval.Round(time.Second) / time.Second)}
 	if f, ok := lead(r); ok {
 		s.Code, s.Message = f.Code, cut(f.Summary, maxMessageBytes)
 		if f.Status == report.Fail {

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -34,6 +35,9 @@ type Fleet struct {
 	// with the node's registrations; noNode the slices without
 	// spec.nodeName.
 	onNode map[nodeDriver]*sliceGroup
+	// Now is when the agents' summaries are judged current or stale
+	// (cluster.Summary.Stale); the zero time is the time of AddNode.
+	Now    time.Time
 	noNode sliceGroup
 }
 
@@ -95,6 +99,17 @@ func (f *Fleet) AddNode(n *corev1.Node) {
 	default:
 		fn.accelerators, fn.summaryTime = s.Accelerators, s.Time
 		fn.drivers, fn.draKnown, fn.draWhy = s.DRARegistrations()
+		now := f.Now
+		if now.IsZero() {
+			now = time.Now()
+		}
+		if stale, age, limit := s.Stale(now); stale {
+			// The registrations then are not the registrations now.
+			fn.drivers, fn.draKnown = nil, false
+			fn.draGap = "stale agent summary"
+			fn.draWhy = fmt.Sprintf("the agent's summary is from %s, %v ago, more than 3 of its intervals (%v): its agent is not checking the node", s.Time, age.Round(time.Second), limit)
+			break
+		}
 		switch {
 		case fn.draKnown:
 		case s.Version < 2:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +30,7 @@ func pendingPod(name string, claims ...corev1.PodResourceClaim) *corev1.Pod {
 
 func TestFleet(t *testing.T) {
 	f := NewFleet()
+	f.Now = testNow
 	gpuNode := node("gpu-no-slice")
 	gpuNode.Labels["feature.node.kubernetes.io/pci-0302_10de.present"] = "true"
 	f.AddNode(gpuNode)
@@ -90,6 +92,7 @@ func TestFleet(t *testing.T) {
 
 func TestFleetOK(t *testing.T) {
 	f := NewFleet()
+	f.Now = testNow
 	n := node("node-a")
 	n.Labels["feature.node.kubernetes.io/pci-0302_10de.present"] = "true"
 	f.AddNode(n)
@@ -103,6 +106,7 @@ func TestFleetOK(t *testing.T) {
 
 func TestFleetListFailed(t *testing.T) {
 	f := NewFleet()
+	f.Now = testNow
 	f.ListFailed("resourceslices", errors.New("forbidden"))
 	rep := f.Report(Meta{})
 	got := codes(rep.Findings)
@@ -124,12 +128,13 @@ func withSummary(n *corev1.Node, summary string) *corev1.Node {
 // reason, never "not registered"; slices without a node are NOT_RUN.
 func TestFleetDriverRegistration(t *testing.T) {
 	const reg = `{"v":2,"status":"PASS","time":"2026-12-01T13:00:00Z","dra":{"drivers":["` + driver + `"]}}`
-	const none = `{"v":2,"status":"PASS","time":"2026-12-01T13:05:00Z","dra":{"drivers":[]}}`
+	const none = `{"v":2,"status":"PASS","time":"2026-12-01T13:00:30Z","dra":{"drivers":[]}}`
 	f := NewFleet()
+	f.Now = testNow
 	f.AddNode(withSummary(node("ok"), reg))
 	f.AddNode(withSummary(node("gone"), none))
-	f.AddNode(withSummary(node("old"), `{"v":1,"status":"PASS","time":"t"}`))
-	f.AddNode(withSummary(node("unjudged"), `{"v":2,"status":"NOT_RUN","time":"t","dra":{"drivers":[],"not_run":"/var/lib/kubelet/plugins_registry: permission denied"}}`))
+	f.AddNode(withSummary(node("old"), `{"v":1,"status":"PASS","time":"2026-12-01T13:00:00Z"}`))
+	f.AddNode(withSummary(node("unjudged"), `{"v":2,"status":"NOT_RUN","time":"2026-12-01T13:00:00Z","dra":{"drivers":[],"not_run":"/var/lib/kubelet/plugins_registry: permission denied"}}`))
 	f.AddNode(withSummary(node("garbled"), `{"v":2`))
 	f.AddNode(node("bare"))
 	for _, n := range []string{"ok", "gone", "old", "unjudged", "garbled", "bare"} {
@@ -150,7 +155,7 @@ func TestFleetDriverRegistration(t *testing.T) {
 		t.Fatalf("not registered: %+v", w)
 	}
 	ev := fmt.Sprint(w[0].Evidence)
-	if w[0].Status != report.Warn || !strings.Contains(ev, "2026-12-01T13:05:00Z") || !strings.Contains(ev, "gone-"+driver) || !strings.Contains(ev, ".dra.drivers none") || w[0].Remediation == "" {
+	if w[0].Status != report.Warn || !strings.Contains(ev, "2026-12-01T13:00:30Z") || !strings.Contains(ev, "gone-"+driver) || !strings.Contains(ev, ".dra.drivers none") || w[0].Remediation == "" {
 		t.Errorf("finding %+v", w[0])
 	}
 	if !strings.Contains(fmt.Sprint(w[1].Evidence), driver) {
@@ -180,6 +185,7 @@ func TestFleetDriverRegistration(t *testing.T) {
 
 	// Every driver registered: the OK counts the slices.
 	f = NewFleet()
+	f.Now = testNow
 	f.AddNode(withSummary(node("ok"), reg))
 	f.AddSlice(slice("ok", 1))
 	got = codes(f.Findings())
@@ -192,6 +198,7 @@ func TestFleetDriverRegistration(t *testing.T) {
 // finding: the report is NOT_RUN, exit 2, never an OK.
 func TestFleetNothingExamined(t *testing.T) {
 	f := NewFleet()
+	f.Now = testNow
 	f.AddNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "cpu-only"}})
 	rep := f.Report(Meta{})
 	if len(rep.Findings) != 0 || rep.ExitCode() != report.ExitUnknown {
@@ -205,6 +212,7 @@ func TestFleetNothingExamined(t *testing.T) {
 // unknown, not "does not exist".
 func TestFleetPartialLists(t *testing.T) {
 	f := NewFleet()
+	f.Now = testNow
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{"feature.node.kubernetes.io/pci-0302_10de.present": "true"}}}
 	f.AddNode(n)
 	f.AddSlice(slice("node-b", 4)) // a page read before the failure
@@ -226,5 +234,26 @@ func TestFleetPartialLists(t *testing.T) {
 		if fd.Code == "DRA_FLEET_PENDING_ON_CLAIM" && !strings.Contains(fd.Summary, "unknown") {
 			t.Errorf("claim state from a failed claim LIST: %s", fd.Summary)
 		}
+	}
+}
+
+// testNow is when the tests' summaries (2026-12-01T13:00:00Z) are judged:
+// a minute later, current.
+var testNow = time.Date(2026, 12, 1, 13, 1, 0, 0, time.UTC)
+
+// A node whose agent's summary is stale has unknown registrations: its
+// slices are NOT_RUN for that reason, never "not registered".
+func TestFleetStaleSummary(t *testing.T) {
+	f := NewFleet()
+	f.Now = testNow.Add(time.Hour)
+	f.AddNode(withSummary(node("stale"), `{"v":2,"status":"PASS","time":"2026-12-01T13:00:00Z","interval_s":60,"dra":{"drivers":[]}}`))
+	f.AddSlice(slice("stale", 1))
+	got := codes(f.Findings())
+	if n := len(got["DRA_FLEET_DRIVER_NOT_REGISTERED"]); n != 0 {
+		t.Errorf("a stale summary's empty driver list was used: %+v", got["DRA_FLEET_DRIVER_NOT_REGISTERED"])
+	}
+	nr := got["DRA_FLEET_DRIVER_REGISTRATION_NOT_RUN"]
+	if len(nr) != 1 || nr[0].Subject != "resourceslices (stale agent summary)" || !strings.Contains(nr[0].Reason, "1h1m0s ago") {
+		t.Errorf("not run: %+v", nr)
 	}
 }

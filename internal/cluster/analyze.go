@@ -24,6 +24,9 @@ type Analyzer struct {
 	pending  map[types.UID]*pendingPod
 	events   map[types.UID]scheduleEvent
 	listErrs []listErr
+	// Now is when the agents' summaries are judged current or stale
+	// (Summary.Stale); the zero time is the time of AddNode.
+	Now time.Time
 }
 
 // NewAnalyzer returns an empty Analyzer.
@@ -43,6 +46,10 @@ type nodeState struct {
 	summary   *Summary
 	summaryOK bool
 	summaryEr string
+	// stale: the summary is older than 3 of the agent's intervals (age,
+	// limit): not a verdict on the node now.
+	stale      bool
+	age, limit time.Duration
 }
 
 type resourceState struct {
@@ -149,6 +156,11 @@ func (a *Analyzer) AddNode(n *corev1.Node) {
 			ns.summaryEr = err.Error()
 		} else {
 			ns.summary, ns.summaryOK = &s, true
+			now := a.Now
+			if now.IsZero() {
+				now = time.Now()
+			}
+			ns.stale, ns.age, ns.limit = s.Stale(now)
 		}
 	}
 	a.nodes[n.Name] = ns
@@ -364,6 +376,18 @@ func (a *Analyzer) nodeFindings(name string) []report.Finding {
 			add("cluster.agent", "CLUSTER_AGENT_SUMMARY_INVALID", report.Warn,
 				fmt.Sprintf("annotation %s: %s", SummaryAnnotation, ns.summaryEr),
 				[]report.Evidence{{Path: "metadata.annotations[" + SummaryAnnotation + "]", Value: "unreadable: " + ns.summaryEr}})
+		case ns.summaryOK && ns.stale:
+			s := ns.summary
+			was := s.Status
+			if s.Code != "" {
+				was += " " + s.Code
+			}
+			add("cluster.agent", "CLUSTER_AGENT_SUMMARY_STALE", report.Warn,
+				fmt.Sprintf("the agent's last check (%s, %s) is %v old, more than 3 of its intervals (%v): it says nothing of the node now", s.Time, was, ns.age.Round(time.Second), ns.limit),
+				[]report.Evidence{
+					{Path: "metadata.annotations[" + SummaryAnnotation + "].time", Value: s.Time},
+					{Path: "metadata.annotations[" + SummaryAnnotation + "].status", Value: was + " (not used)"},
+				})
 		case ns.summaryOK && ns.summary.Status == "FAIL":
 			s := ns.summary
 			add("cluster.agent", "CLUSTER_AGENT_FAIL", report.Fail,
@@ -436,7 +460,7 @@ func (ns *nodeState) hardwareFindings(add func(check, code string, st report.Sta
 			fmt.Sprintf("NFD labels PCI class %s vendor %s present, and the node advertises no %s", h.class, h.vendor, strings.TrimPrefix(want, "a ")),
 			[]report.Evidence{{Path: "metadata.labels[" + h.label + "]", Value: "true"}, {Path: "status.capacity", Value: ns.resourceList()}})
 	}
-	if s := ns.summary; ns.summaryOK && s.Accelerators > 0 && len(ns.hardware) == 0 {
+	if s := ns.summary; ns.summaryOK && !ns.stale && s.Accelerators > 0 && len(ns.hardware) == 0 {
 		var missing []string
 		if len(s.Resources) == 0 {
 			if !advertised(nil) {

@@ -52,6 +52,7 @@ func wantLines(t *testing.T, a *Analyzer, want ...string) []report.Finding {
 
 func TestNodeResources(t *testing.T) {
 	a := NewAnalyzer()
+	a.Now = testNow
 	a.AddNode(node("ok", map[string][2]string{"nvidia.com/gpu": {"8", "8"}}, nil, nil))
 	a.AddNode(node("none", map[string][2]string{"nvidia.com/gpu": {"2", "0"}}, nil, nil))
 	a.AddNode(node("some", map[string][2]string{"nvidia.com/gpu": {"8", "6"}}, nil, nil))
@@ -83,6 +84,7 @@ func TestNodeResources(t *testing.T) {
 func TestHardwareNotAdvertised(t *testing.T) {
 	nv := map[string]string{"feature.node.kubernetes.io/pci-0302_10de.present": "true"}
 	a := NewAnalyzer()
+	a.Now = testNow
 	a.AddNode(node("nv-none", nil, nv, nil))
 	a.AddNode(node("nv-ok", map[string][2]string{"nvidia.com/gpu": {"1", "1"}}, nv, nil))
 	// A resource of another vendor does not count for NVIDIA's hardware.
@@ -94,9 +96,9 @@ func TestHardwareNotAdvertised(t *testing.T) {
 	// Not an accelerator class (a NIC), or not "true".
 	a.AddNode(node("nic", nil, map[string]string{"feature.node.kubernetes.io/pci-0200_15b3.present": "true", "feature.node.kubernetes.io/pci-0300_1002.present": "false"}, nil))
 	// The agent counts accelerators and names the resource it expects.
-	a.AddNode(node("agent-missing", map[string][2]string{"example.com/other": {"1", "1"}}, nil, map[string]string{SummaryAnnotation: `{"v":1,"status":"PASS","time":"t","accelerators":2,"resources":["nvidia.com/gpu"]}`}))
-	a.AddNode(node("agent-ok", map[string][2]string{"nvidia.com/gpu": {"2", "2"}}, nil, map[string]string{SummaryAnnotation: `{"v":1,"status":"WARN","time":"t","accelerators":2,"resources":["nvidia.com/gpu"]}`}))
-	a.AddNode(node("agent-any", nil, nil, map[string]string{SummaryAnnotation: `{"v":1,"status":"PASS","time":"t","accelerators":1}`}))
+	a.AddNode(node("agent-missing", map[string][2]string{"example.com/other": {"1", "1"}}, nil, map[string]string{SummaryAnnotation: `{"v":1,"status":"PASS","time":"2026-12-01T13:00:00Z","accelerators":2,"resources":["nvidia.com/gpu"]}`}))
+	a.AddNode(node("agent-ok", map[string][2]string{"nvidia.com/gpu": {"2", "2"}}, nil, map[string]string{SummaryAnnotation: `{"v":1,"status":"WARN","time":"2026-12-01T13:00:00Z","accelerators":2,"resources":["nvidia.com/gpu"]}`}))
+	a.AddNode(node("agent-any", nil, nil, map[string]string{SummaryAnnotation: `{"v":1,"status":"PASS","time":"2026-12-01T13:00:00Z","accelerators":1}`}))
 	wantLines(t, a,
 		"WARN CLUSTER_HARDWARE_NOT_ADVERTISED node/nv-none",
 		"PASS CLUSTER_NODE_OK node/nv-ok",
@@ -112,9 +114,10 @@ func TestHardwareNotAdvertised(t *testing.T) {
 
 func TestAgentSummary(t *testing.T) {
 	a := NewAnalyzer()
-	a.AddNode(node("fail", nil, nil, map[string]string{SummaryAnnotation: `{"v":1,"status":"FAIL","layer":2,"code":"DRIVER_NOT_BOUND","message":"no driver","time":"2026-12-01T00:00:00Z"}`}))
+	a.Now = testNow
+	a.AddNode(node("fail", nil, nil, map[string]string{SummaryAnnotation: `{"v":1,"status":"FAIL","layer":2,"code":"DRIVER_NOT_BOUND","message":"no driver","time":"2026-12-01T13:00:00Z"}`}))
 	a.AddNode(node("bad", nil, nil, map[string]string{SummaryAnnotation: `{"v":7}`}))
-	a.AddNode(node("pass", nil, nil, map[string]string{SummaryAnnotation: `{"v":1,"status":"PASS","time":"t"}`}))
+	a.AddNode(node("pass", nil, nil, map[string]string{SummaryAnnotation: `{"v":1,"status":"PASS","time":"2026-12-01T13:00:00Z"}`}))
 	fs := wantLines(t, a,
 		"FAIL CLUSTER_AGENT_FAIL node/fail",
 		"WARN CLUSTER_AGENT_SUMMARY_INVALID node/bad",
@@ -150,6 +153,7 @@ func dsPod(name, node, owner string, ready bool, mutate func(*corev1.Pod)) *core
 
 func TestPluginPods(t *testing.T) {
 	a := NewAnalyzer()
+	a.Now = testNow
 	for _, n := range []string{"n1", "n2", "n3"} {
 		a.AddNode(node(n, nil, nil, nil))
 	}
@@ -204,6 +208,7 @@ func event(pod, msg string, at time.Time) *corev1.Event {
 
 func TestPendingGroups(t *testing.T) {
 	a := NewAnalyzer()
+	a.Now = testNow
 	a.AddPod(pending("a", "0/3 nodes are available: 3 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."))
 	a.AddPod(pending("b", "0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 2 node(s) had untolerated taint(s). preemption: x"))
 	a.AddPod(pending("c", "0/3 nodes are available: 3 cannot allocate all claims. still not schedulable, preemption: x"))
@@ -238,6 +243,7 @@ func TestPendingGroups(t *testing.T) {
 
 func TestPendingEvidenceBounded(t *testing.T) {
 	a := NewAnalyzer()
+	a.Now = testNow
 	for i := range 25 {
 		a.AddPod(pending(string(rune('a'+i)), "0/1 nodes are available: 1 Insufficient example.com/dev."))
 	}
@@ -249,6 +255,7 @@ func TestPendingEvidenceBounded(t *testing.T) {
 
 func TestListFailedIsNotRun(t *testing.T) {
 	a := NewAnalyzer()
+	a.Now = testNow
 	a.ListFailed("nodes", errors.New(`nodes is forbidden: User "u" cannot list resource "nodes"`))
 	r := a.Report(Meta{Tool: "t", Source: "https://x", Now: time.Unix(0, 0)})
 	if r.Verdict.Status != report.NotRun || r.ExitCode() != report.ExitUnknown {
@@ -285,10 +292,43 @@ func TestCodesCatalog(t *testing.T) {
 // never a PASS.
 func TestCPUOnlyClusterIsNotJudged(t *testing.T) {
 	a := NewAnalyzer()
+	a.Now = testNow
 	a.AddNode(node("cpu-1", nil, nil, nil))
 	a.AddNode(node("cpu-2", map[string][2]string{"kubernetes.io/batch": {"1", "1"}}, nil, nil))
 	rep := a.Report(Meta{})
 	if len(rep.Findings) != 0 || rep.ExitCode() != report.ExitUnknown {
 		t.Errorf("findings %+v, exit %d: want none and exit %d", rep.Findings, rep.ExitCode(), report.ExitUnknown)
+	}
+}
+
+// testNow is when the tests' summaries (2026-12-01T13:00:00Z) are judged:
+// a minute later, current.
+var testNow = time.Date(2026, 12, 1, 13, 1, 0, 0, time.UTC)
+
+// A summary older than 3 of its agent's intervals is a WARN naming its
+// age, and its verdict is not used: a stale FAIL is no FAIL, a stale PASS
+// no OK. One within them (its own interval_s, or 60 s when it does not
+// say) is used; one whose time does not read is INVALID, not current.
+func TestAgentSummaryStale(t *testing.T) {
+	a := NewAnalyzer()
+	a.Now = testNow.Add(time.Hour) // 14:01
+	a.AddNode(node("old-fail", nil, nil, map[string]string{SummaryAnnotation: `{"v":2,"status":"FAIL","layer":2,"code":"DRIVER_NOT_BOUND","message":"no driver","time":"2026-12-01T13:00:00Z","interval_s":60,"accelerators":8}`}))
+	a.AddNode(node("old-pass", nil, nil, map[string]string{SummaryAnnotation: `{"v":1,"status":"PASS","time":"2026-12-01T13:00:00Z"}`}))
+	a.AddNode(node("slow-agent", nil, nil, map[string]string{SummaryAnnotation: `{"v":2,"status":"PASS","time":"2026-12-01T13:00:00Z","interval_s":1800}`}))
+	a.AddNode(node("fresh", nil, nil, map[string]string{SummaryAnnotation: `{"v":2,"status":"FAIL","layer":4,"code":"CGROUP_DEVICE_DENIED","time":"2026-12-01T13:59:30Z"}`}))
+	a.AddNode(node("ahead", nil, nil, map[string]string{SummaryAnnotation: `{"v":2,"status":"PASS","time":"2026-12-01T14:30:00Z"}`}))
+	a.AddNode(node("no-time", nil, nil, map[string]string{SummaryAnnotation: `{"v":2,"status":"PASS","time":"yesterday"}`}))
+	fs := wantLines(t, a,
+		"WARN CLUSTER_AGENT_SUMMARY_STALE node/old-fail",
+		"WARN CLUSTER_AGENT_SUMMARY_STALE node/old-pass",
+		"PASS CLUSTER_NODE_OK node/slow-agent",
+		"FAIL CLUSTER_AGENT_FAIL node/fresh",
+		"PASS CLUSTER_NODE_OK node/ahead",
+		"WARN CLUSTER_AGENT_SUMMARY_INVALID node/no-time",
+	)
+	for _, f := range fs {
+		if f.Subject == "node/old-fail" && (!strings.Contains(f.Summary, "1h1m0s old") || !strings.Contains(f.Summary, "FAIL DRIVER_NOT_BOUND") || !strings.Contains(f.Summary, "(3m0s)")) {
+			t.Errorf("stale summary's finding: %q", f.Summary)
+		}
 	}
 }

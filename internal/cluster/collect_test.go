@@ -79,6 +79,7 @@ func (p *pages) Events(_ context.Context, ns string, o metav1.ListOptions) (*cor
 func TestCollectPages(t *testing.T) {
 	p := &pages{nodes: 1200, pods: 501, eventErr: errors.New(`events is forbidden`)}
 	a := NewAnalyzer()
+	a.Now = testNow
 	if err := Collect(context.Background(), p, "ml", a); err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 )
 
@@ -52,6 +53,10 @@ type Summary struct {
 	Message string `json:"message,omitempty"`
 	// Time is when the check ran (RFC 3339, UTC).
 	Time string `json:"time"`
+	// Interval is how often the agent checks, in seconds (its
+	// --interval), so that a reader can tell a summary that is no longer
+	// current (Stale); 0 from an agent of an older release.
+	Interval int `json:"interval_s,omitempty"`
 	// Accelerators is how many accelerator PCI functions the check found
 	// on the node (GPUs, NPUs, video, VFIO-bound devices).
 	Accelerators int `json:"accelerators"`
@@ -78,6 +83,36 @@ type DRA struct {
 	// registration directory unreadable or not seen, a socket that could
 	// not be dialed): then no driver is known to be registered or not.
 	NotRun string `json:"not_run,omitempty"`
+}
+
+// DefaultAgentInterval is the agent's --interval default: the interval
+// of a summary that does not say (an older agent's).
+const DefaultAgentInterval = 60 * time.Second
+
+// staleIntervals is how many intervals old a summary may be and still say
+// what the node is: the agent's own health endpoint fails after 3
+// (internal/agent Healthy), and then the kubelet restarts it.
+const staleIntervals = 3
+
+// maxInterval bounds Interval (a day): the agent's checks are minutes apart.
+const maxInterval = 24 * 60 * 60
+
+// Stale reports whether the summary is too old to say what the node is
+// now: older than 3 of the agent's intervals (DefaultAgentInterval when it
+// does not say), by now. The agent that wrote it has stopped, or cannot
+// publish. A time in the future (clocks apart) is not stale. limit is
+// the age past which it is.
+func (s Summary) Stale(now time.Time) (stale bool, age, limit time.Duration) {
+	t, err := time.Parse(time.RFC3339, s.Time)
+	if err != nil {
+		return true, 0, 0 // ParseSummary refuses such a time
+	}
+	iv := DefaultAgentInterval
+	if s.Interval > 0 {
+		iv = time.Duration(s.Interval) * time.Second
+	}
+	age, limit = now.Sub(t), staleIntervals*iv
+	return age > limit, age, limit
 }
 
 // maxDRADrivers bounds Drivers: a node runs a handful of DRA drivers.
@@ -144,6 +179,12 @@ func ParseSummary(s string) (Summary, error) {
 		return Summary{}, fmt.Errorf("layer %d is not 1-8", sum.Layer)
 	case sum.Accelerators < 0:
 		return Summary{}, fmt.Errorf("accelerators %d is negative", sum.Accelerators)
+	case sum.Interval < 0 || sum.Interval > maxInterval:
+		return Summary{}, fmt.Errorf("interval_s %d is not 0 to %d", sum.Interval, maxInterval)
+	}
+	if _, err := time.Parse(time.RFC3339, sum.Time); err != nil {
+		// Without its time a summary cannot be told current or stale.
+		return Summary{}, fmt.Errorf("time %q is not an RFC 3339 time", cut(sum.Time, 64))
 	}
 	if d := sum.DRA; d != nil {
 		if sum.Version < 2 {

@@ -16,26 +16,29 @@ func TestParseSummary(t *testing.T) {
 	if s.Status != "FAIL" || s.Layer != 4 || s.Code != "CGROUP_DEVICE_DENIED" || s.Accelerators != 8 || len(s.Resources) != 1 {
 		t.Errorf("ParseSummary = %+v", s)
 	}
-	long, err := ParseSummary(`{"v":1,"status":"WARN","code":"C","time":"t","message":"` + strings.Repeat("é", 200) + `"}`)
+	long, err := ParseSummary(`{"v":1,"status":"WARN","code":"C","time":"2026-12-01T13:00:00Z","message":"` + strings.Repeat("é", 200) + `"}`)
 	if err != nil || len(long.Message) > maxMessageBytes+3 || !strings.HasSuffix(long.Message, "é...") {
 		t.Errorf("long message: %v, %d bytes: %q", err, len(long.Message), long.Message)
 	}
 	for _, tc := range []struct{ in, err string }{
 		{"", "empty"},
 		{"{", "not a summary"},
-		{`{"v":1,"status":"PASS","time":"t"} {}`, "more than one JSON value"},
-		{`{"v":3,"status":"PASS","time":"t"}`, "schema version 3"},
-		{`{"v":0,"status":"PASS","time":"t"}`, "schema version 0"},
-		{`{"v":1,"status":"PASS","time":"t","dra":{"drivers":[]}}`, "version 2's"},
-		{`{"v":2,"status":"PASS","time":"t","dra":{"drivers":["a.example.com","a.example.com"]}}`, "listed twice"},
-		{`{"v":2,"status":"PASS","time":"t","dra":{"drivers":["GPU/x"]}}`, "not a driver name"},
-		{`{"v":2,"status":"PASS","time":"t","dra":{"drivers":[""]}}`, "not a driver name"},
-		{`{"v":2,"status":"PASS","time":"t","dra":{"drivers":["a.b"],"not_run":"x"}}`, "not judged"},
-		{`{"v":1,"status":"BROKEN","time":"t"}`, `status "BROKEN"`},
-		{`{"v":1,"status":"FAIL","time":"t"}`, "a FAIL names its layer"},
-		{`{"v":1,"status":"FAIL","layer":9,"code":"X","time":"t"}`, "a FAIL names its layer"},
-		{`{"v":1,"status":"PASS","layer":-1,"time":"t"}`, "layer -1"},
-		{`{"v":1,"status":"PASS","accelerators":-2,"time":"t"}`, "negative"},
+		{`{"v":1,"status":"PASS","time":"2026-12-01T13:00:00Z"} {}`, "more than one JSON value"},
+		{`{"v":3,"status":"PASS","time":"2026-12-01T13:00:00Z"}`, "schema version 3"},
+		{`{"v":2,"status":"PASS","time":"2026-12-01T13:00:00Z","interval_s":-1}`, "interval_s -1"},
+		{`{"v":2,"status":"PASS","time":"13:00"}`, "not an RFC 3339 time"},
+		{`{"v":2,"status":"PASS"}`, "not an RFC 3339 time"},
+		{`{"v":0,"status":"PASS","time":"2026-12-01T13:00:00Z"}`, "schema version 0"},
+		{`{"v":1,"status":"PASS","time":"2026-12-01T13:00:00Z","dra":{"drivers":[]}}`, "version 2's"},
+		{`{"v":2,"status":"PASS","time":"2026-12-01T13:00:00Z","dra":{"drivers":["a.example.com","a.example.com"]}}`, "listed twice"},
+		{`{"v":2,"status":"PASS","time":"2026-12-01T13:00:00Z","dra":{"drivers":["GPU/x"]}}`, "not a driver name"},
+		{`{"v":2,"status":"PASS","time":"2026-12-01T13:00:00Z","dra":{"drivers":[""]}}`, "not a driver name"},
+		{`{"v":2,"status":"PASS","time":"2026-12-01T13:00:00Z","dra":{"drivers":["a.b"],"not_run":"x"}}`, "not judged"},
+		{`{"v":1,"status":"BROKEN","time":"2026-12-01T13:00:00Z"}`, `status "BROKEN"`},
+		{`{"v":1,"status":"FAIL","time":"2026-12-01T13:00:00Z"}`, "a FAIL names its layer"},
+		{`{"v":1,"status":"FAIL","layer":9,"code":"X","time":"2026-12-01T13:00:00Z"}`, "a FAIL names its layer"},
+		{`{"v":1,"status":"PASS","layer":-1,"time":"2026-12-01T13:00:00Z"}`, "layer -1"},
+		{`{"v":1,"status":"PASS","accelerators":-2,"time":"2026-12-01T13:00:00Z"}`, "negative"},
 		{`{"v":1,"status":"PASS","message":"` + strings.Repeat("x", maxSummaryBytes) + `"}`, "more than"},
 		{`[1]`, "not a summary"},
 	} {
@@ -46,11 +49,11 @@ func TestParseSummary(t *testing.T) {
 }
 
 func FuzzParseSummary(f *testing.F) {
-	f.Add(`{"v":1,"status":"FAIL","layer":4,"code":"C","time":"t","accelerators":1}`)
+	f.Add(`{"v":1,"status":"FAIL","layer":4,"code":"C","time":"2026-12-01T13:00:00Z","accelerators":1}`)
 	f.Add(`{"v":1,"status":"PASS"}`)
 	f.Add(`null`)
-	f.Add(`{"v":2,"status":"PASS","time":"t","dra":{"drivers":["gpu.nvidia.com"]}}`)
-	f.Add(`{"v":2,"status":"PASS","time":"t","dra":{"drivers":[],"not_run":"why"}}`)
+	f.Add(`{"v":2,"status":"PASS","time":"2026-12-01T13:00:00Z","dra":{"drivers":["gpu.nvidia.com"]}}`)
+	f.Add(`{"v":2,"status":"PASS","time":"2026-12-01T13:00:00Z","dra":{"drivers":[],"not_run":"why"}}`)
 	f.Fuzz(func(t *testing.T, s string) {
 		sum, err := ParseSummary(s)
 		if err != nil {
@@ -72,11 +75,11 @@ func TestSummaryDRARegistrations(t *testing.T) {
 		known   bool
 		why     string
 	}{
-		{`{"v":1,"status":"PASS","time":"t"}`, nil, false, "version 1"},
-		{`{"v":2,"status":"PASS","time":"t"}`, nil, false, "does not say"},
-		{`{"v":2,"status":"PASS","time":"t","dra":{"drivers":[],"not_run":"plugins_registry: permission denied"}}`, nil, false, "permission denied"},
-		{`{"v":2,"status":"PASS","time":"t","dra":{"drivers":[]}}`, []string{}, true, ""},
-		{`{"v":2,"status":"PASS","time":"t","dra":{"drivers":["gpu.nvidia.com"]}}`, []string{"gpu.nvidia.com"}, true, ""},
+		{`{"v":1,"status":"PASS","time":"2026-12-01T13:00:00Z"}`, nil, false, "version 1"},
+		{`{"v":2,"status":"PASS","time":"2026-12-01T13:00:00Z"}`, nil, false, "does not say"},
+		{`{"v":2,"status":"PASS","time":"2026-12-01T13:00:00Z","dra":{"drivers":[],"not_run":"plugins_registry: permission denied"}}`, nil, false, "permission denied"},
+		{`{"v":2,"status":"PASS","time":"2026-12-01T13:00:00Z","dra":{"drivers":[]}}`, []string{}, true, ""},
+		{`{"v":2,"status":"PASS","time":"2026-12-01T13:00:00Z","dra":{"drivers":["gpu.nvidia.com"]}}`, []string{"gpu.nvidia.com"}, true, ""},
 	} {
 		s, err := ParseSummary(c.in)
 		if err != nil {
