@@ -45,7 +45,7 @@ var allowed = map[string][]string{
 	// deviceplugin sits beside diagnose: a writer (its sockets, its CDI
 	// spec) that reads devices through the readers and reports findings.
 	"deviceplugin": {"hostfs", "pci", "devnode", "cdi", "report", "lazyre", "plugincodes"},
-	"cluster":      {"report"}, // reads the API server (client-go) and reports findings
+	"cluster":      {"report", "pci"}, // reads the API server (client-go) and reports findings; pci classifies NFD's class labels as the node does
 	// dramock is a writer beside deviceplugin: the DRA mock driver (its
 	// sockets and CDI specs) and the kubelet-side DRA tester.
 	"dramock": {"hostfs", "cdi", "report", "deviceplugin", "dra"},

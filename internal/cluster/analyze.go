@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/accel-doctor/accel-doctor/internal/pci"
 	"github.com/accel-doctor/accel-doctor/internal/report"
 )
 
@@ -103,13 +105,29 @@ const (
 	nfdSuffix = ".present"
 )
 
-// acceleratorClass reports whether a PCI class code (2 or 4 hex digits, as
-// NFD writes it) is an accelerator's: 03 display controllers (GPUs), 0b40
-// co-processors, 12 processing accelerators (NPUs). These are also NFD's
-// default deviceClassWhitelist minus its network classes.
-func acceleratorClass(class string) bool {
-	class = strings.ToLower(class)
-	return strings.HasPrefix(class, "03") || class == "0b40" || strings.HasPrefix(class, "12")
+// acceleratorClass reports whether NFD's label of a PCI class code (2 or
+// 4 hex digits, as NFD writes it) and vendor names an accelerator: by
+// pci.IsAccelerator, the node's own classifier (03 display controllers
+// but BMC adapters, 0b40 co-processors, 12 processing accelerators, 0400
+// and 0480 video; Xilinx FPGA cards and accelerator-only vendors), so that
+// cluster and the agent's count agree. Rules that need the device id
+// (BlueField DPUs, Neuron) cannot be told from a label. NFD's default
+// deviceClassWhitelist labels 03, 0b40 and 12 only; the others appear when
+// a cluster adds them.
+func acceleratorClass(class, vendor string) bool {
+	c, err := strconv.ParseUint(class, 16, 16)
+	if err != nil || len(class) != 2 && len(class) != 4 {
+		return false
+	}
+	if len(class) == 2 {
+		c <<= 8 // a base class alone: subclass 00
+	}
+	d := &pci.Device{Class: uint32(c) << 8, Present: pci.HasClass}
+	if v, err := strconv.ParseUint(vendor, 16, 16); err == nil && len(vendor) == 4 {
+		d.Vendor, d.Present = uint16(v), d.Present|pci.HasVendor
+	}
+	_, ok := pci.IsAccelerator(d)
+	return ok
 }
 
 // vendorDomains are the resource-name domains the vendors' device
@@ -145,7 +163,7 @@ func (a *Analyzer) AddNode(n *corev1.Node) {
 			continue
 		}
 		class, vendor, ok := strings.Cut(strings.TrimSuffix(strings.TrimPrefix(k, nfdPrefix), nfdSuffix), "_")
-		if ok && acceleratorClass(class) {
+		if ok && acceleratorClass(class, vendor) {
 			ns.hardware = append(ns.hardware, hardwareLabel{label: k, class: class, vendor: strings.ToLower(vendor)})
 		}
 	}
@@ -607,8 +625,8 @@ func AcceleratorLabels(labels map[string]string) []string {
 		if !strings.HasPrefix(k, nfdPrefix) || !strings.HasSuffix(k, nfdSuffix) || v != "true" {
 			continue
 		}
-		class, _, ok := strings.Cut(strings.TrimSuffix(strings.TrimPrefix(k, nfdPrefix), nfdSuffix), "_")
-		if ok && acceleratorClass(class) {
+		class, vendor, ok := strings.Cut(strings.TrimSuffix(strings.TrimPrefix(k, nfdPrefix), nfdSuffix), "_")
+		if ok && acceleratorClass(class, vendor) {
 			out = append(out, k)
 		}
 	}

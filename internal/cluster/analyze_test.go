@@ -332,3 +332,23 @@ func TestAgentSummaryStale(t *testing.T) {
 		}
 	}
 }
+
+// NFD's class labels are judged by the node's own classifier: video
+// controllers (0400, 0480) and Xilinx FPGA cards (0580 of vendor 10ee)
+// are accelerators as the agent counts them; a BMC's display adapter
+// (ASPEED 1a03), network and audio functions are not.
+func TestAcceleratorClassIsTheNodes(t *testing.T) {
+	for _, c := range []struct {
+		class, vendor string
+		want          bool
+	}{
+		{"0300", "10de", true}, {"03", "1002", true}, {"0302", "10de", true}, {"0b40", "8086", true}, {"1200", "1da3", true},
+		{"0400", "1e7b", true}, {"0480", "1d82", true}, {"0580", "10ee", true},
+		{"0300", "1a03", false}, {"0200", "15b3", false}, {"0403", "10de", false}, {"0580", "8086", false},
+		{"zz", "10de", false}, {"030", "10de", false}, {"0300", "", true},
+	} {
+		if got := acceleratorClass(c.class, c.vendor); got != c.want {
+			t.Errorf("class %q vendor %q: %v, want %v", c.class, c.vendor, got, c.want)
+		}
+	}
+}
