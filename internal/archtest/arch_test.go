@@ -37,6 +37,7 @@ var allowed = map[string][]string{
 	// exec of accel-doctor-kubelet); its grpccall makes them with gRPC.
 	"kubeletrpc":  {"hostfs"},
 	"plugincodes": {}, // plugin test's catalog, for explain without the plugin's gRPC
+	"resname":     {}, // the extended-resource name rule: deviceplugin, lint and cluster share it
 	"topo":        {"hostfs", "pci"},
 	"fixture":     {"hostfs", "pci", "kubelet"}, // pci.ConfigSpec encodes the trees' config spaces; kubelet their kubelet captures
 	"demo":        {"hostfs"},
@@ -44,8 +45,8 @@ var allowed = map[string][]string{
 	"lint":        {"report"}, // manifests only (bytes in, findings out); in accel-doctor-kube (internal/kubecli)
 	// deviceplugin sits beside diagnose: a writer (its sockets, its CDI
 	// spec) that reads devices through the readers and reports findings.
-	"deviceplugin": {"hostfs", "pci", "devnode", "cdi", "report", "lazyre", "plugincodes"},
-	"cluster":      {"report", "pci"}, // reads the API server (client-go) and reports findings; pci classifies NFD's class labels as the node does
+	"deviceplugin": {"hostfs", "pci", "devnode", "cdi", "report", "lazyre", "plugincodes", "resname"},
+	"cluster":      {"report", "pci", "resname"}, // reads the API server (client-go) and reports findings; pci classifies NFD's class labels as the node does
 	// dramock is a writer beside deviceplugin: the DRA mock driver (its
 	// sockets and CDI specs) and the kubelet-side DRA tester.
 	"dramock": {"hostfs", "cdi", "report", "deviceplugin", "dra"},

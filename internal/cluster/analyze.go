@@ -14,6 +14,7 @@ import (
 
 	"github.com/accel-doctor/accel-doctor/internal/pci"
 	"github.com/accel-doctor/accel-doctor/internal/report"
+	"github.com/accel-doctor/accel-doctor/internal/resname"
 )
 
 // Analyzer accumulates what the findings need from Nodes, Pods and
@@ -84,18 +85,6 @@ type listErr struct {
 	err  error
 }
 
-// IsExtendedResourceName reports whether name is an extended resource as
-// the API server defines it (pkg/apis/core/helper IsExtendedResourceName):
-// not a native resource (one without a domain, or in kubernetes.io), and
-// not a quota's "requests." form.
-func IsExtendedResourceName(name corev1.ResourceName) bool {
-	s := string(name)
-	if !strings.Contains(s, "/") || strings.Contains(s, "kubernetes.io/") {
-		return false
-	}
-	return !strings.HasPrefix(s, "requests.")
-}
-
 // nfdPrefix and nfdSuffix frame Node Feature Discovery's PCI labels,
 // feature.node.kubernetes.io/pci-<class>_<vendor>.present=true with the
 // default deviceLabelFields [class, vendor]
@@ -149,7 +138,7 @@ func (a *Analyzer) AddNode(n *corev1.Node) {
 	seen := map[corev1.ResourceName]bool{}
 	for _, l := range []corev1.ResourceList{n.Status.Capacity, n.Status.Allocatable} {
 		for name := range l {
-			if IsExtendedResourceName(name) && !seen[name] {
+			if resname.IsExtended(string(name)) && !seen[name] {
 				seen[name] = true
 				ns.resources = append(ns.resources, resourceState{
 					name: string(name), capacity: n.Status.Capacity[name], allocatable: n.Status.Allocatable[name],
@@ -220,7 +209,7 @@ func isPluginPod(p *corev1.Pod) (owner string, ok bool) {
 	for _, c := range append(slices.Clip(p.Spec.InitContainers), p.Spec.Containers...) {
 		for _, l := range []corev1.ResourceList{c.Resources.Requests, c.Resources.Limits} {
 			for name := range l {
-				if IsExtendedResourceName(name) {
+				if resname.IsExtended(string(name)) {
 					return "", false
 				}
 			}

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/accel-doctor/accel-doctor/internal/resname"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/accel-doctor/accel-doctor/internal/report"
@@ -38,13 +40,9 @@ func containersOf(w workload) []container {
 	return out
 }
 
-// isExtended follows the API server's helper.IsExtendedResourceName: a
-// name with a domain that is not kubernetes.io (native names have no
-// domain or contain "kubernetes.io/"), and not a quota's "requests." name.
-func isExtended(n corev1.ResourceName) bool {
-	s := string(n)
-	return strings.Contains(s, "/") && !strings.Contains(s, "kubernetes.io/") && !strings.HasPrefix(s, "requests.")
-}
+// isExtended: an extended resource, as the API server and the scheduler
+// define it (internal/resname).
+func isExtended(n corev1.ResourceName) bool { return resname.IsExtended(string(n)) }
 
 // accelVendor is the vendor of an accelerator resource, and whether n is
 // one: the GPU and accelerator vendors' device-plugin resources, and any
