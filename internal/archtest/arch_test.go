@@ -42,7 +42,7 @@ var allowed = map[string][]string{
 	"fixture":     {"hostfs", "pci", "kubelet"}, // pci.ConfigSpec encodes the trees' config spaces; kubelet their kubelet captures
 	"demo":        {"hostfs"},
 	"diagnose":    {"hostfs", "report", "pci", "driver", "devnode", "cgroup", "probe", "runtime", "cdi", "iommu", "kubelet", "dra", "kubeletrpc"},
-	"lint":        {"report"}, // manifests only (bytes in, findings out); in accel-doctor-kube (internal/kubecli)
+	"lint":        {"report", "resname"}, // manifests only (bytes in, findings out); in accel-doctor-kube (internal/kubecli)
 	// deviceplugin sits beside diagnose: a writer (its sockets, its CDI
 	// spec) that reads devices through the readers and reports findings.
 	"deviceplugin": {"hostfs", "pci", "devnode", "cdi", "report", "lazyre", "plugincodes", "resname"},
