@@ -43,6 +43,11 @@ var scenarios = map[string]func(t *testing.T, n *node){
 	"stale-slice":           staleSlice,
 	"duplicate-with-plugin": duplicateWithPlugin,
 	"kubelet-restart":       kubeletRestart,
+	"getinfo-error":         getInfoError,
+	"unsupported-version":   unsupportedVersion,
+	"bad-endpoint":          badEndpoint,
+	"empty-prepare":         emptyPrepare,
+	"unprepare-error":       unprepareError,
 }
 
 // helpModes are the DRA modes `accel-doctor-kube plugin mock --help` lists
@@ -495,5 +500,121 @@ func kubeletRestart(t *testing.T, n *node) {
 	got, raw = n.check()
 	if b := bad(got); len(b) > 0 {
 		t.Errorf("check --layer kube once the claim is prepared again: want no FAIL or WARN, got:\n%s\n%s", summarize(b), raw)
+	}
+}
+
+// neverRegistered asserts that the kubelet does not register driver
+// within three passes of the plugin manager's reconciler (it looks every
+// second, loopSleepDuration in pluginmanager).
+func neverRegistered(t *testing.T, n *node, driver string) {
+	t.Helper()
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if _, err := n.plugins.GetPlugin(driver); err == nil {
+			t.Fatalf("the kubelet registered %s", driver)
+		}
+	}
+}
+
+// getInfoError: the registration socket answers GetInfo with an error:
+// the kubelet's plugin watcher registers nothing, and check names that
+// socket's answer (not a dead socket, not a missing one).
+func getInfoError(t *testing.T, n *node) {
+	n.startMock(driver, "getinfo-error")
+	neverRegistered(t, n, driver)
+	got, raw := n.check()
+	f := find(got, "DRA_REGISTRATION_NOT_ANSWERING", driver+"-reg.sock")
+	if f == nil || f.Status != "FAIL" || !strings.Contains(f.Summary, "mock: GetInfo refused") {
+		t.Errorf("check --layer kube: want DRA_REGISTRATION_NOT_ANSWERING FAIL naming %s-reg.sock and the error; got:\n%s\n%s", driver, summarize(got), raw)
+	}
+}
+
+// unsupportedVersion: GetInfo offers only a DRA service the kubelet no
+// longer speaks: the kubelet rejects the registration (the mock prints
+// REGISTER_FAILED with the kubelet's words), and check names the
+// versions.
+func unsupportedVersion(t *testing.T, n *node) {
+	p := n.startMock(driver, "unsupported-version")
+	line, err := p.WaitLine(ctx(t), "REGISTER_FAILED ", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the kubelet: %s", line)
+	neverRegistered(t, n, driver)
+	got, raw := n.check()
+	f := find(got, "DRA_UNSUPPORTED_VERSION", driver)
+	if f == nil || f.Status != "FAIL" || !strings.Contains(f.Summary, "v1alpha4.DRAPlugin") {
+		t.Errorf("check --layer kube: want DRA_UNSUPPORTED_VERSION FAIL naming v1alpha4.DRAPlugin; got:\n%s\n%s", summarize(got), raw)
+	}
+}
+
+// badEndpoint: GetInfo names an endpoint where nothing listens. Whatever
+// the kubelet makes of the registration, no claim of the driver can be
+// prepared; check names the endpoint.
+func badEndpoint(t *testing.T, n *node) {
+	n.startMock(driver, "bad-endpoint")
+	time.Sleep(2 * time.Second) // two passes of the reconciler
+	_, regErr := n.plugins.GetPlugin(driver)
+	t.Logf("the kubelet's DRA plugin manager after the registration: %v", regErr)
+	pod := n.claimPod("bad-endpoint", "claim", driver, "dev-0")
+	if _, err := n.prepare(pod); err == nil {
+		t.Fatalf("PrepareResources succeeded through an endpoint where nothing listens")
+	} else {
+		t.Logf("PrepareResources: %v", err)
+	}
+	got, raw := n.check()
+	f := find(got, "DRA_ENDPOINT_MISSING", driver)
+	if f == nil || f.Status != "FAIL" || !strings.Contains(f.Summary, "missing-dra.sock") {
+		t.Errorf("check --layer kube: want DRA_ENDPOINT_MISSING FAIL naming missing-dra.sock; got:\n%s\n%s", summarize(got), raw)
+	}
+}
+
+// emptyPrepare: NodePrepareResources answers the claim with no device and
+// no error: the kubelet counts the claim prepared and the container
+// would get no CDI device. Nothing on the node is wrong to look at
+// (it is `plugin test --dra`'s DRA_PLUGIN_PREPARE_INCOMPLETE): check must
+// not blame the driver's registration.
+func emptyPrepare(t *testing.T, n *node) {
+	p := n.startMock(driver, "empty-prepare")
+	n.waitRegistered(p, driver, 1)
+	pod := n.claimPod("empty-prepare", "claim", driver, "dev-0")
+	ids, err := n.prepare(pod)
+	t.Logf("PrepareResources: CDI devices %q, %v", ids, err)
+	if len(ids) != 0 {
+		t.Fatalf("an empty answer gave CDI devices %q", ids)
+	}
+	got, raw := n.check()
+	for _, f := range bad(got) {
+		if strings.HasPrefix(f.Code, "DRA_REGISTRATION") || strings.HasPrefix(f.Code, "DRA_ENDPOINT") || f.Code == "DRA_DRIVER_NOT_REGISTERED" {
+			t.Errorf("check --layer kube after an empty prepare: %s %s (%s): %s\n%s", f.Status, f.Code, f.Subject, f.Summary, raw)
+		}
+	}
+	if f := find(got, "DRA_REGISTRATION_OK", driver); f == nil {
+		t.Errorf("check --layer kube: the driver's registration is live: want DRA_REGISTRATION_OK; got:\n%s\n%s", summarize(got), raw)
+	}
+}
+
+// unprepareError: the claim is prepared; NodeUnprepareResources fails with
+// the driver's error, which the kubelet returns, and the kubelet keeps the
+// claim in its DRA state to retry.
+func unprepareError(t *testing.T, n *node) {
+	p := n.startMock(driver, "unprepare-error")
+	n.waitRegistered(p, driver, 1)
+	pod := n.claimPod("unprepare-error", "claim", driver, "dev-0")
+	ids, err := n.prepare(pod)
+	if err != nil || len(ids) != 1 {
+		t.Fatalf("PrepareResources: CDI devices %q, %v; want one", ids, err)
+	}
+	err = n.dm.UnprepareResources(ctx(t), pod)
+	if err == nil || !strings.Contains(err.Error(), "mock: unprepare refused") {
+		t.Fatalf("UnprepareResources: %v, want the driver's \"mock: unprepare refused\"", err)
+	}
+	if cl := stateClaim(t, n, "claim"); cl == nil {
+		t.Errorf("after a failed UnprepareResources the kubelet's DRA state no longer holds the claim")
+	}
+	got, raw := n.check()
+	for _, f := range bad(got) {
+		if strings.HasPrefix(f.Code, "DRA_REGISTRATION") || strings.HasPrefix(f.Code, "DRA_ENDPOINT") {
+			t.Errorf("check --layer kube after a refused unprepare: %s %s (%s): %s\n%s", f.Status, f.Code, f.Subject, f.Summary, raw)
+		}
 	}
 }

@@ -181,6 +181,12 @@ func judgeDRARegistration(out *Out, r *dra.Registration) {
 	case a != kubelet.Answered:
 		out.Add("DRA_REGISTRATION_NOT_ANSWERING", report.Fail, name, "registration socket "+r.Name+" does not answer GetInfo ("+string(a)+")", ev...)
 		return
+	case r.Info == nil:
+		// A gRPC server answered with an error status: the kubelet's
+		// plugin watcher gets no PluginInfo and cannot register it.
+		out.Add("DRA_REGISTRATION_NOT_ANSWERING", report.Fail, name, "registration socket "+r.Name+" answers GetInfo with an error ("+r.Dial.Code+"): "+r.Dial.Err,
+			append(ev, Ev(r.Dial.Method, dialWhy(r.Dial)))...)
+		return
 	}
 	if r.Info == nil || r.Info.Type != dra.TypeDRA {
 		return // a CSI or device-plugin registration: not DRA's

@@ -325,6 +325,8 @@ func TestDRARegistrationJudged(t *testing.T) {
 		{"registration no access", dra.Registration{Dial: kubelet.Dial{Method: "GetInfo", Answer: kubelet.NoAccess, Err: "permission denied"}}, "DRA_REGISTRATION_NOT_ANSWERING NOT_RUN"},
 		{"registration gone", dra.Registration{Dial: kubelet.Dial{Method: "GetInfo", Answer: kubelet.Gone}}, "DRA_REGISTRATION_NOT_ANSWERING NOT_RUN"},
 		{"registration timed out", dra.Registration{Dial: kubelet.Dial{Method: "GetInfo", Answer: kubelet.TimedOut}}, "DRA_REGISTRATION_NOT_ANSWERING FAIL"},
+		{"GetInfo answers an error", dra.Registration{Dial: kubelet.Dial{Method: "GetInfo", Answer: kubelet.Answered, Code: "Internal", Err: "rpc error: code = Internal desc = refused"}}, "DRA_REGISTRATION_NOT_ANSWERING FAIL"},
+		{"no gRPC caller", dra.Registration{Dial: kubelet.Dial{Method: "GetInfo", Answer: kubelet.NotDialed, Err: "accel-doctor-kubelet not found"}}, "DRA_REGISTRATION_NOT_ANSWERING NOT_RUN"},
 		{"endpoint no access", dra.Registration{Dial: answered, Info: info("v1.DRAPlugin"), Endpoint: ep(kubelet.NoAccess)}, "DRA_ENDPOINT_MISSING NOT_RUN"},
 		{"endpoint gone", dra.Registration{Dial: answered, Info: info("v1.DRAPlugin"), Endpoint: ep(kubelet.Gone)}, "DRA_ENDPOINT_MISSING FAIL"},
 	} {

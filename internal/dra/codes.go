@@ -77,13 +77,14 @@ scheduler sees none of its devices.`,
 }, {
 	Code:   "DRA_REGISTRATION_NOT_ANSWERING",
 	Status: "FAIL",
-	Title:  "a registration socket accepts connections but does not answer GetInfo",
+	Title:  "a registration socket accepts connections but does not answer GetInfo with its PluginInfo",
 	Explain: `The kubelet's plugin watcher calls GetInfo on every socket in plugins_registry
 (GenerateRegisterPluginFunc, pkg/kubelet/pluginmanager/operationexecutor) and registers
 nothing when it fails ("failed to get plugin info using RPC GetInfo"). The socket timed out,
-did not speak gRPC, or answered the Registration service as Unimplemented.`,
+did not speak gRPC, answered the Registration service as Unimplemented, or answered GetInfo
+with an error status.`,
 	Remediation: "Read the driver's log (`kubectl -n NAMESPACE logs DRIVER-POD`) and restart it (`kubectl -n NAMESPACE delete pod DRIVER-POD`).",
-	Facts:       "Registrations[i].Dial.Answer in (TimedOut, Failed, Unimplemented)",
+	Facts:       "Registrations[i].Dial.Answer in (TimedOut, Failed, Unimplemented), or Answered with an error status (Info == nil)",
 }, {
 	Code:   "DRA_UNSUPPORTED_VERSION",
 	Status: "FAIL",

@@ -14,6 +14,10 @@ import (
 	"strings"
 	"sync"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
 	"google.golang.org/grpc"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,7 +42,17 @@ const (
 	ModeEmptyEdits    Mode = "empty-edits"
 	ModeStaleSlice    Mode = "stale-slice"
 	ModeDuplicate     Mode = "duplicate-with-plugin"
+	ModeGetInfoError  Mode = "getinfo-error"
+	ModeOldVersion    Mode = "unsupported-version"
+	ModeBadEndpoint   Mode = "bad-endpoint"
+	ModeEmptyPrepare  Mode = "empty-prepare"
+	ModeUnprepareErr  Mode = "unprepare-error"
 )
+
+// oldService is what unsupported-version's GetInfo offers: the DRA
+// service of Kubernetes 1.31 and 1.32 (v1alpha4), which a 1.37 kubelet no
+// longer speaks (its KubeletServices are v1 and v1beta1).
+const oldService = "v1alpha4.DRAPlugin"
 
 // ModeDoc documents one mode.
 type ModeDoc struct {
@@ -72,6 +86,21 @@ var ModeDocs = []ModeDoc{
 	{ModeDuplicate, "names its devices mock-0..mock-N-1, the IDs `plugin mock` (the device-plugin mock) lists, and gives each claim the same env MOCK_VISIBLE_DEVICES=mock-I the device-plugin mock's Allocate gives.",
 		"the node advertises the same devices twice, as extended resource fake.example.com/gpu and as ResourceSlice devices: the scheduler can give one device to a pod through each, and both containers get it. `plugin test --dra --device-plugin-socket SOCKET` (the device-plugin mock's) finds it; the node reader behind `accel-doctor check` (internal/dra) names both sides while a claim is prepared (its spec in /var/run/cdi) and the device-plugin checkpoint registers mock-I.",
 		[]string{CodeDoubleAdvertised}},
+	{ModeGetInfoError, "registers a socket in plugins_registry whose GetInfo answers an error (gRPC Internal, \"mock: GetInfo refused\").",
+		"the kubelet's plugin watcher cannot register the driver (\"RegisterPlugin error -- failed to get plugin info using RPC GetInfo\") and retries; claims wait as for a driver that is not registered; `accel-doctor check` names the socket that answers GetInfo with an error.",
+		[]string{CodeGetInfoFailed}},
+	{ModeOldVersion, "answers GetInfo with supported versions [" + oldService + "], a DRA service the kubelet of 1.37 does not speak.",
+		"the kubelet rejects the registration (NotifyRegistrationStatus with an error naming the versions, which the mock prints as REGISTER_FAILED); claims wait as for a driver that is not registered; `accel-doctor check` names the versions.",
+		[]string{CodeUnsupportedVersion}},
+	{ModeBadEndpoint, "answers GetInfo with an endpoint in its plugin directory where nothing listens (missing-dra.sock).",
+		"the kubelet registers the driver (its gRPC client connects lazily) and every NodePrepareResources fails to connect: pods stay in ContainerCreating; `accel-doctor check` names the endpoint.",
+		[]string{CodeEndpointMissing}},
+	{ModeEmptyPrepare, "answers NodePrepareResources for each claim with no device and no error.",
+		"the claim counts as prepared and the container starts without the device: the workload finds no accelerator (CUDA_ERROR_NO_DEVICE and the like).",
+		[]string{CodePrepareIncomplete}},
+	{ModeUnprepareErr, "prepares as healthy does and answers NodeUnprepareResources for each claim with an error (\"mock: unprepare refused\").",
+		"the pod's teardown does not finish: the kubelet keeps the claim in its DRA state and retries UnprepareResources; the claim's devices are not released.",
+		[]string{CodeUnprepareFailed}},
 }
 
 // Modes lists the mode names.
@@ -275,6 +304,9 @@ func (m *Mock) resources() resourceslice.DriverResources {
 // pkg/kubelet/pluginmanager/operationexecutor). So REGISTERED is the moment
 // the registration is complete on both sides.
 func (m *Mock) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if _, ok := req.(*registerapi.InfoRequest); ok {
+		return m.getInfo(ctx, req, h)
+	}
 	if st, ok := req.(*registerapi.RegistrationStatus); ok {
 		resp, err := h(ctx, req)
 		switch {
@@ -307,12 +339,38 @@ func (m *Mock) intercept(ctx context.Context, req any, info *grpc.UnaryServerInf
 	return h(ctx, req)
 }
 
+// getInfo plants the registration modes in kubeletplugin's own GetInfo
+// answer.
+func (m *Mock) getInfo(ctx context.Context, req any, h grpc.UnaryHandler) (any, error) {
+	if m.cfg.Mode == ModeGetInfoError {
+		return nil, status.Error(codes.Internal, "mock: GetInfo refused")
+	}
+	resp, err := h(ctx, req)
+	pi, ok := resp.(*registerapi.PluginInfo)
+	if err != nil || !ok {
+		return resp, err
+	}
+	switch m.cfg.Mode {
+	case ModeOldVersion:
+		pi = proto.Clone(pi).(*registerapi.PluginInfo)
+		pi.SupportedVersions = []string{oldService}
+	case ModeBadEndpoint:
+		pi = proto.Clone(pi).(*registerapi.PluginInfo)
+		pi.Endpoint = filepath.Join(m.cfg.PluginDir, "missing-dra.sock")
+	}
+	return pi, nil
+}
+
 // PrepareResourceClaims is kubeletplugin.DRAPlugin's.
 func (m *Mock) PrepareResourceClaims(_ context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	out := map[types.UID]kubeletplugin.PrepareResult{}
 	for _, cl := range claims {
-		if m.cfg.Mode == ModePrepareError {
+		switch m.cfg.Mode {
+		case ModePrepareError:
 			out[cl.UID] = kubeletplugin.PrepareResult{Err: errors.New(m.cfg.Error)}
+			continue
+		case ModeEmptyPrepare:
+			out[cl.UID] = kubeletplugin.PrepareResult{}
 			continue
 		}
 		var devs []kubeletplugin.Device
@@ -376,6 +434,10 @@ func (m *Mock) writeSpec(uid types.UID, s *cdispec.Spec) (string, error) {
 func (m *Mock) UnprepareResourceClaims(_ context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	out := map[types.UID]error{}
 	for _, cl := range claims {
+		if m.cfg.Mode == ModeUnprepareErr {
+			out[cl.UID] = errors.New("mock: unprepare refused")
+			continue
+		}
 		m.mu.Lock()
 		p, ok := m.specs[cl.UID]
 		delete(m.specs, cl.UID)
