@@ -48,6 +48,7 @@ var scenarios = map[string]func(t *testing.T, n *node){
 	"bad-endpoint":          badEndpoint,
 	"empty-prepare":         emptyPrepare,
 	"unprepare-error":       unprepareError,
+	"wrong-type":            wrongType,
 }
 
 // helpModes are the DRA modes `accel-doctor-kube plugin mock --help` lists
@@ -616,5 +617,23 @@ func unprepareError(t *testing.T, n *node) {
 		if strings.HasPrefix(f.Code, "DRA_REGISTRATION") || strings.HasPrefix(f.Code, "DRA_ENDPOINT") {
 			t.Errorf("check --layer kube after a refused unprepare: %s %s (%s): %s\n%s", f.Status, f.Code, f.Subject, f.Summary, raw)
 		}
+	}
+}
+
+// wrongType: GetInfo says CSIPlugin: the kubelet's plugin watcher hands it
+// to a CSI handler (none here), never to the DRA manager. A CSI driver
+// registers the same way, so check cannot FAIL it; it WARNs that the
+// registration names a DRA service socket (dra.sock). (Before this
+// scenario, check said nothing at all: the driver's directory counted as
+// registered by the CSI registration naming it.)
+func wrongType(t *testing.T, n *node) {
+	n.startMock(driver, "wrong-type")
+	neverRegistered(t, n, driver)
+	got, raw := n.check()
+	if f := find(got, "DRA_REGISTRATION_WRONG_TYPE", driver); f == nil || f.Status != "WARN" || !strings.Contains(f.Summary, "CSIPlugin") {
+		t.Errorf("check --layer kube: want DRA_REGISTRATION_WRONG_TYPE WARN naming %s and CSIPlugin; got:\n%s\n%s", driver, summarize(got), raw)
+	}
+	if f := find(got, "DRA_REGISTRATION_OK", driver); f != nil {
+		t.Errorf("check --layer kube: a CSI-typed registration is no DRA registration: %+v", *f)
 	}
 }

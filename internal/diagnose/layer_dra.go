@@ -3,6 +3,7 @@ package diagnose
 import (
 	"context"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 
@@ -188,8 +189,15 @@ func judgeDRARegistration(out *Out, r *dra.Registration) {
 			append(ev, Ev(r.Dial.Method, dialWhy(r.Dial)))...)
 		return
 	}
-	if r.Info == nil || r.Info.Type != dra.TypeDRA {
-		return // a CSI or device-plugin registration: not DRA's
+	if r.Info.Type != dra.TypeDRA {
+		// A CSI or device-plugin registration: not DRA's, unless it
+		// names the socket a DRA driver serves.
+		if path.Base(r.Info.Endpoint) == dra.ServiceSocketName {
+			out.Add("DRA_REGISTRATION_WRONG_TYPE", report.Warn, name,
+				"registration socket "+r.Name+" registers "+quoteType(r.Info.Type)+" "+name+" with endpoint "+r.Info.Endpoint+", a DRA driver's service socket: the kubelet's DRA manager does not get it",
+				append(ev, Ev(r.Dial.Method, "type "+r.Info.Type+", endpoint "+r.Info.Endpoint))...)
+		}
+		return
 	}
 	if r.Unsupported {
 		out.Add("DRA_UNSUPPORTED_VERSION", report.Fail, name,
@@ -214,6 +222,8 @@ func judgeDRARegistration(out *Out, r *dra.Registration) {
 			append(ev, Ev(r.Endpoint.Path, string(r.Endpoint.Dial.Answer)))...)
 	}
 }
+
+func quoteType(t string) string { return "type \"" + t + "\"" }
 
 func judgeDRAState(out *Out, n *dra.Node) {
 	switch n.StateState {

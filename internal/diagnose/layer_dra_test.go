@@ -321,6 +321,8 @@ func TestDRARegistrationJudged(t *testing.T) {
 		{"dead", dra.Registration{Dial: kubelet.Dial{Method: "GetInfo", Answer: kubelet.Refused}}, "DRA_REGISTRATION_DEAD FAIL"},
 		{"dead, bound before the kubelet", dra.Registration{Dial: kubelet.Dial{Method: "GetInfo", Answer: kubelet.Refused}, OlderThanKubelet: true}, "DRA_REGISTRATION_DEAD FAIL"},
 		{"a device plugin's", dra.Registration{Dial: answered, Info: &dra.PluginInfo{Type: "DevicePlugin", Name: "x"}}, ""},
+		{"a CSI driver's", dra.Registration{Dial: answered, Info: &dra.PluginInfo{Type: "CSIPlugin", Name: "csi.example.com", Endpoint: "/var/lib/kubelet/plugins/csi.example.com/csi.sock"}}, ""},
+		{"a DRA socket registered as CSI", dra.Registration{Dial: answered, Info: &dra.PluginInfo{Type: "CSIPlugin", Name: "gpu.example.com", Endpoint: "/var/lib/kubelet/plugins/gpu.example.com/dra.sock"}}, "DRA_REGISTRATION_WRONG_TYPE WARN"},
 		// Could not look: NOT_RUN, never silence, never the FAIL.
 		{"registration no access", dra.Registration{Dial: kubelet.Dial{Method: "GetInfo", Answer: kubelet.NoAccess, Err: "permission denied"}}, "DRA_REGISTRATION_NOT_ANSWERING NOT_RUN"},
 		{"registration gone", dra.Registration{Dial: kubelet.Dial{Method: "GetInfo", Answer: kubelet.Gone}}, "DRA_REGISTRATION_NOT_ANSWERING NOT_RUN"},

@@ -86,6 +86,17 @@ with an error status.`,
 	Remediation: "Read the driver's log (`kubectl -n NAMESPACE logs DRIVER-POD`) and restart it (`kubectl -n NAMESPACE delete pod DRIVER-POD`).",
 	Facts:       "Registrations[i].Dial.Answer in (TimedOut, Failed, Unimplemented), or Answered with an error status (Info == nil)",
 }, {
+	Code:   "DRA_REGISTRATION_WRONG_TYPE",
+	Status: "WARN",
+	Title:  "a registration of another plugin type names a DRA driver's socket",
+	Explain: `GetInfo answered a type other than DRAPlugin (CSIPlugin, DevicePlugin) with an
+endpoint named dra.sock, the service socket kubeletplugin (the DRA drivers' helper library)
+makes. The kubelet's plugin watcher hands a registration to the handler of its type, so a DRA
+driver that says CSIPlugin is never registered with the DRA manager and its claims wait as for a
+driver that is not registered. A WARN, not a FAIL: a plugin of that type may name its socket so.`,
+	Remediation: "Check how the driver registers (its type must be DRAPlugin): read its log, `kubectl -n NAMESPACE logs DRIVER-POD`.",
+	Facts:       "Registrations[i].Info.Type != DRAPlugin && base(Info.Endpoint) == dra.sock",
+}, {
 	Code:   "DRA_UNSUPPORTED_VERSION",
 	Status: "FAIL",
 	Title:  "a DRA driver registers only gRPC services this kubelet does not speak",

@@ -14,6 +14,11 @@ import (
 	rpc "github.com/accel-doctor/accel-doctor/internal/kubeletrpc"
 )
 
+// ServiceSocketName is the DRA service socket's file name in a driver's
+// data directory, as kubeletplugin (k8s.io/dynamic-resource-allocation)
+// makes it: PluginDataDirectoryPath/dra.sock.
+const ServiceSocketName = "dra.sock"
+
 // The plugin types a registration's GetInfo names
 // (k8s.io/kubelet/pkg/apis/pluginregistration/v1, constants.go). Spelled
 // here so that this package links none of the generated API (a test holds

@@ -47,6 +47,7 @@ const (
 	ModeBadEndpoint   Mode = "bad-endpoint"
 	ModeEmptyPrepare  Mode = "empty-prepare"
 	ModeUnprepareErr  Mode = "unprepare-error"
+	ModeWrongType     Mode = "wrong-type"
 )
 
 // oldService is what unsupported-version's GetInfo offers: the DRA
@@ -101,6 +102,9 @@ var ModeDocs = []ModeDoc{
 	{ModeUnprepareErr, "prepares as healthy does and answers NodeUnprepareResources for each claim with an error (\"mock: unprepare refused\").",
 		"the pod's teardown does not finish: the kubelet keeps the claim in its DRA state and retries UnprepareResources; the claim's devices are not released.",
 		[]string{CodeUnprepareFailed}},
+	{ModeWrongType, "answers GetInfo with type CSIPlugin instead of DRAPlugin (a driver built on the wrong registration helper).",
+		"the kubelet hands the registration to its CSI handler, not the DRA manager: the driver is never registered for DRA, and claims wait as for a driver that is not registered; `accel-doctor check` finds the driver's directory serving without a DRA registration.",
+		[]string{CodeWrongType}},
 }
 
 // Modes lists the mode names.
@@ -357,6 +361,9 @@ func (m *Mock) getInfo(ctx context.Context, req any, h grpc.UnaryHandler) (any, 
 	case ModeBadEndpoint:
 		pi = proto.Clone(pi).(*registerapi.PluginInfo)
 		pi.Endpoint = filepath.Join(m.cfg.PluginDir, "missing-dra.sock")
+	case ModeWrongType:
+		pi = proto.Clone(pi).(*registerapi.PluginInfo)
+		pi.Type = registerapi.CSIPlugin
 	}
 	return pi, nil
 }
