@@ -8,9 +8,11 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"reflect"
 	"sync"
 	"time"
 
+	"github.com/accel-doctor/accel-doctor/internal/cluster"
 	"github.com/accel-doctor/accel-doctor/internal/diagnose"
 	"github.com/accel-doctor/accel-doctor/internal/report"
 )
@@ -36,6 +38,15 @@ type Config struct {
 	// (30 by default) later, and a condition patch cut off mid-flight
 	// leaves the node showing the run before it.
 	StopGrace time.Duration
+	// Heartbeat is the longest the node's condition and summary go
+	// unwritten while neither changes (at least Interval, which is the
+	// default: every run writes). A run whose condition and summary are
+	// those the node holds writes nothing until a Heartbeat has passed
+	// since the last write: 5,000 nodes checked every minute would
+	// otherwise PATCH 170 times a second. The summary's interval_s is
+	// the Heartbeat, so that a reader judges it stale after 3 of them
+	// (cluster.Summary.Stale).
+	Heartbeat time.Duration
 }
 
 // Agent runs check every interval and publishes each run's State.
@@ -53,6 +64,9 @@ type Agent struct {
 func New(cfg Config) *Agent {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Heartbeat < cfg.Interval {
+		cfg.Heartbeat = cfg.Interval
 	}
 	if cfg.BackoffMin <= 0 {
 		cfg.BackoffMin = time.Second
@@ -81,7 +95,7 @@ func (a *Agent) RunOnce() *State {
 		ids = Identities(env.Root, rep, kn)
 		resources = Resources(kn)
 	}
-	s := &State{Report: rep, Condition: BuildCondition(rep), Summary: BuildSummary(rep, resources, end, a.cfg.Interval), Duration: end.Sub(start), Finished: end}
+	s := &State{Report: rep, Condition: BuildCondition(rep), Summary: BuildSummary(rep, resources, end, a.cfg.Heartbeat), Duration: end.Sub(start), Finished: end}
 	s.Summary.DRA = DRASummary(env)
 	a.Metrics.Update(s, ids)
 	a.mu.Lock()
@@ -156,7 +170,7 @@ func (a *Agent) stopped(published <-chan struct{}) {
 // patch and the annotation does not leave the node half-written. No
 // retry and no new publication starts after ctx has ended.
 func (a *Agent) publishLoop(ctx context.Context) {
-	p := publisher{api: a.cfg.API, m: a.Metrics, log: a.cfg.Log, now: a.cfg.Now}
+	p := publisher{api: a.cfg.API, m: a.Metrics, log: a.cfg.Log, now: a.cfg.Now, heartbeat: a.cfg.Heartbeat}
 	wait := time.Duration(0)
 	var s *State
 	for {
@@ -220,6 +234,23 @@ type publisher struct {
 	// created yet (a failed write is retried with the next attempt).
 	eventDue bool
 	prev     Condition // what it changed from, for the log
+
+	// heartbeat: write at least this often (Config.Heartbeat); written
+	// and wrote: the summary last written whole, and when.
+	heartbeat time.Duration
+	written   *cluster.Summary
+	wrote     time.Time
+}
+
+// unchanged: the node holds s's condition and summary (but for the
+// summary's time), written less than a heartbeat ago.
+func (p *publisher) unchanged(s *State, now time.Time) bool {
+	if p.written == nil || !p.known || !p.cur.Same(s.Condition) || p.eventDue || now.Sub(p.wrote) >= p.heartbeat {
+		return false
+	}
+	a, b := *p.written, s.Summary
+	a.Time, b.Time = "", ""
+	return reflect.DeepEqual(a, b)
 }
 
 func (p *publisher) publish(ctx context.Context, s *State) error {
@@ -235,6 +266,9 @@ func (p *publisher) publish(ctx context.Context, s *State) error {
 		}
 	}
 	now := p.now()
+	if p.unchanged(s, now) {
+		return nil
+	}
 	transition := !p.cur.Same(s.Condition)
 	since := p.since
 	if transition || since.IsZero() {
@@ -251,8 +285,11 @@ func (p *publisher) publish(ctx context.Context, s *State) error {
 	p.cur, p.since = s.Condition, since
 	if err := p.api.Annotate(ctx, s.Summary); err != nil {
 		p.m.APIError("annotation")
+		p.written = nil
 		return err
 	}
+	sum := s.Summary
+	p.written, p.wrote = &sum, now
 	if p.eventDue {
 		if err := p.api.Event(ctx, s.Condition, now); err != nil {
 			p.m.APIError("event")

@@ -456,3 +456,61 @@ func TestRunBoundsThePublicationOnStop(t *testing.T) {
 		t.Errorf("%d patches recorded, want 0 (cut off)", api.patches)
 	}
 }
+
+// With a heartbeat, a run that changes nothing on the node writes nothing
+// until the heartbeat has passed since the last write; a change, or a
+// write that failed, is written at once.
+func TestPublishWritesOnChangeAndHeartbeat(t *testing.T) {
+	api := &fakeAPI{}
+	now := time.Date(2026, 12, 1, 14, 0, 0, 0, time.UTC)
+	p := publisher{api: api, m: NewMetrics("n"), log: io.Discard, now: func() time.Time { return now }, heartbeat: 5 * time.Minute}
+	okState := func() *State {
+		return &State{Report: &report.Report{}, Condition: Condition{Status: ConditionTrue, Reason: ReasonReady},
+			Summary: cluster.Summary{Version: cluster.SummaryVersion, Status: "PASS", Time: now.Format(time.RFC3339), Interval: 300, Accelerators: 8}}
+	}
+	run := func(s *State) {
+		t.Helper()
+		if err := p.publish(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 5 { // 14:00 .. 14:04: one write
+		run(okState())
+		now = now.Add(time.Minute)
+	}
+	if api.patches != 1 || api.annotation != 1 {
+		t.Fatalf("5 unchanged runs within the heartbeat: %d patches, %d annotations, want 1 and 1", api.patches, api.annotation)
+	}
+	run(okState()) // 14:05: a heartbeat since 14:00
+	if api.patches != 2 || api.annotation != 2 || api.summary.Time != "2026-12-01T14:05:00Z" {
+		t.Fatalf("after the heartbeat: %d patches, %d annotations, summary time %s", api.patches, api.annotation, api.summary.Time)
+	}
+	now = now.Add(time.Minute)
+	changed := okState()
+	changed.Summary.Accelerators = 7 // a GPU fell off the bus: the summary changes, the condition not
+	run(changed)
+	if api.annotation != 3 || api.summary.Accelerators != 7 {
+		t.Fatalf("a changed summary was not written: %d annotations, %+v", api.annotation, api.summary)
+	}
+	now = now.Add(time.Minute)
+	failed := okState()
+	failed.Condition = Condition{Status: ConditionFalse, Reason: "DRIVER_NOT_BOUND"}
+	failed.Summary.Accelerators = 7
+	run(failed)
+	if api.patches != 4 || len(api.events) != 2 || api.events[1].Reason != "DRIVER_NOT_BOUND" { // the first run's, and this
+		t.Fatalf("a transition was not written: %d patches, %d events", api.patches, len(api.events))
+	}
+	// A write that fails is not remembered: the next run writes.
+	api.fail = true
+	now = now.Add(time.Minute)
+	again := okState()
+	if err := p.publish(context.Background(), again); err == nil {
+		t.Fatal("publish through a failing API succeeded")
+	}
+	api.fail = false
+	now = now.Add(time.Minute)
+	run(again)
+	if api.cond.Reason != ReasonReady || api.summary.Accelerators != 8 {
+		t.Errorf("after a failed write: %+v, %+v", api.cond, api.summary)
+	}
+}

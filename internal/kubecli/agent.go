@@ -22,6 +22,7 @@ func newAgentCmd(g *cli.Globals) *cobra.Command {
 		opts        cluster.ConfigOptions
 		node        string
 		interval    time.Duration
+		heartbeat   time.Duration
 		listen      string
 		kubeletDir  string
 		metricsOnly bool
@@ -40,6 +41,9 @@ the verdict:
   - an Event about the node (namespace default) on each change of the
     condition's status or reason;
   - the annotation accel-doctor.io/summary that 'accel-doctor cluster' reads;
+    the condition and the annotation are written when they change and at
+    least every --heartbeat (their interval_s), so that 'cluster' can tell a
+    summary whose agent stopped (older than 3 heartbeats);
   - Prometheus metrics on --listen: /metrics (accel_doctor_check_findings by
     node, layer, code, status and device, with DCGM exporter's pci_bus_id,
     gpu, UUID, modelName labels and kube-state-metrics' resource; the run's
@@ -75,7 +79,7 @@ does without --pid: in a DaemonSet, the agent's container.`,
 			if err != nil {
 				return err
 			}
-			cfg := agent.Config{Node: node, Interval: interval, Check: check, Log: g.Stderr()}
+			cfg := agent.Config{Node: node, Interval: interval, Heartbeat: heartbeat, Check: check, Log: g.Stderr()}
 			if !metricsOnly {
 				rc, _, err := cluster.RESTConfig(opts)
 				if err != nil {
@@ -134,6 +138,7 @@ does without --pid: in a DaemonSet, the agent's container.`,
 	f.StringVar(&opts.Context, "context", "", "the kubeconfig context to use")
 	f.StringVar(&node, "node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
 	f.DurationVar(&interval, "interval", 60*time.Second, "how often to run check")
+	f.DurationVar(&heartbeat, "heartbeat", 5*time.Minute, "write the node's condition and summary at least this often when they do not change (at least --interval)")
 	f.StringVar(&listen, "listen", ":9808", "address of /metrics and /healthz")
 	f.StringVar(&kubeletDir, "kubelet-root-dir", "", "the kubelet's --root-dir on the host (default /var/lib/kubelet)")
 	f.BoolVar(&metricsOnly, "metrics-only", false, "serve metrics only; write nothing to the API server")
