@@ -232,7 +232,7 @@ func TestAgentPublishesToRealAPIServer(t *testing.T) {
 	for _, w := range cases {
 		addrs[w.node] = freeAddr(t)
 		procs[w.node] = harness.StartAccelDoctor(t, "--root", repoFile(t, w.fixture), "agent",
-			"--node-name", w.node, "--interval", "1s", "--listen", addrs[w.node], "--kubeconfig", kubeconfig)
+			"--node-name", w.node, "--interval", "1s", "--heartbeat", "2s", "--listen", addrs[w.node], "--kubeconfig", kubeconfig)
 	}
 	for _, w := range cases {
 		t.Run(w.node, func(t *testing.T) {
@@ -292,7 +292,8 @@ func TestAgentPublishesToRealAPIServer(t *testing.T) {
 				t.Errorf("event reason %q involvedObject %+v source %+v: want %s about node %s (UID %s)", e.Reason, e.InvolvedObject, e.Source, w.reason, w.node, n.UID)
 			}
 
-			// Several runs later still one Event: the state did not change.
+			// Several runs later still one Event: the state did not change;
+			// the condition is written again each --heartbeat (2s).
 			last := cond.LastHeartbeatTime
 			_, err = apiserver.WaitFor(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
 				n, err := c.Client.CoreV1().Nodes().Get(ctx, w.node, metav1.GetOptions{})
