@@ -380,7 +380,7 @@ func TestConditionWarnIsTrueWithItsCode(t *testing.T) {
 	if s.Status != "WARN" || s.Code != "DEVNODE_NO_CHAR_LINK" || s.Layer != 0 {
 		t.Errorf("summary %+v, want WARN with the code and no layer (a layer names a FAIL)", s)
 	}
-	if long := cut(strings.Repeat("é", 300), maxMessageBytes); len(long) > maxMessageBytes || !utf8.ValidString(long) {
+	if long := cluster.Cut(strings.Repeat("é", 300), maxMessageBytes); len(long) > maxMessageBytes || !utf8.ValidString(long) {
 		t.Errorf("cut: %d bytes, valid UTF-8 %v", len(long), utf8.ValidString(long))
 	}
 }

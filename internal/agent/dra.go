@@ -16,7 +16,7 @@ func DRASummary(env *diagnose.Env) *cluster.DRA {
 	}
 	drivers, known, why := env.DRARegistrations()
 	if !known {
-		return &cluster.DRA{Drivers: []string{}, NotRun: cut(why, maxMessageBytes)}
+		return &cluster.DRA{Drivers: []string{}, NotRun: cluster.Cut(why, maxMessageBytes)}
 	}
 	return &cluster.DRA{Drivers: drivers}
 }

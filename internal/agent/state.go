@@ -3,9 +3,7 @@ package agent
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/accel-doctor/accel-doctor/internal/cluster"
 	"github.com/accel-doctor/accel-doctor/internal/report"
@@ -93,15 +91,15 @@ func BuildCondition(r *report.Report) Condition {
 	switch r.Verdict.Status {
 	case report.Fail:
 		return Condition{Status: ConditionFalse, Reason: f.Code,
-			Message: cut(fmt.Sprintf("layer %d (%s): %s; %d FAIL(s)", int(f.Layer), f.Layer.Name(), f.Summary, r.Verdict.Counts[report.Fail]), maxMessageBytes)}
+			Message: cluster.Cut(fmt.Sprintf("layer %d (%s): %s; %d FAIL(s)", int(f.Layer), f.Layer.Name(), f.Summary, r.Verdict.Counts[report.Fail]), maxMessageBytes)}
 	case report.NotRun:
-		return Condition{Status: ConditionUnknown, Reason: ReasonNotJudged, Message: cut(r.Verdict.Summary, maxMessageBytes)}
+		return Condition{Status: ConditionUnknown, Reason: ReasonNotJudged, Message: cluster.Cut(r.Verdict.Summary, maxMessageBytes)}
 	case report.Warn:
 		if ok {
-			return Condition{Status: ConditionTrue, Reason: f.Code, Message: cut("WARN: "+f.Summary, maxMessageBytes)}
+			return Condition{Status: ConditionTrue, Reason: f.Code, Message: cluster.Cut("WARN: "+f.Summary, maxMessageBytes)}
 		}
 	}
-	return Condition{Status: ConditionTrue, Reason: ReasonReady, Message: cut(r.Verdict.Summary, maxMessageBytes)}
+	return Condition{Status: ConditionTrue, Reason: ReasonReady, Message: cluster.Cut(r.Verdict.Summary, maxMessageBytes)}
 }
 
 // acceleratorKinds are the report.Device kinds cluster.Summary counts.
@@ -115,7 +113,7 @@ func BuildSummary(r *report.Report, resources []string, at time.Time, interval t
 	s := cluster.Summary{Version: cluster.SummaryVersion, Status: string(r.Verdict.Status), Time: at.UTC().Format(time.RFC3339),
 		Interval: int(interval.Round(time.Second) / time.Second)}
 	if f, ok := lead(r); ok {
-		s.Code, s.Message = f.Code, cut(f.Summary, maxMessageBytes)
+		s.Code, s.Message = f.Code, cluster.Cut(f.Summary, maxMessageBytes)
 		if f.Status == report.Fail {
 			s.Layer, s.LayerName = int(f.Layer), f.Layer.Name()
 		}
@@ -129,17 +127,4 @@ func BuildSummary(r *report.Report, resources []string, at time.Time, interval t
 		s.Resources = slices.Sorted(slices.Values(resources))
 	}
 	return s
-}
-
-// cut shortens s to at most n bytes at a rune boundary, marking the cut.
-func cut(s string, n int) string {
-	s = strings.TrimSpace(s)
-	if len(s) <= n {
-		return s
-	}
-	n -= len("...")
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "..."
 }

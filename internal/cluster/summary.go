@@ -136,15 +136,19 @@ func (s Summary) DRARegistrations() (drivers []string, known bool, why string) {
 // maxMessageBytes is the most of Summary.Message a report shows.
 const maxMessageBytes = 256
 
-// cut shortens s to at most n bytes, at a rune boundary, marking the cut.
-func cut(s string, n int) string {
+// Cut shortens s (trimmed of surrounding space) to at most n bytes, at a
+// rune boundary, the cut marked "..." within the n: what the agent writes
+// and what a reader shows of a message.
+func Cut(s string, n int) string {
+	s = strings.TrimSpace(s)
 	if len(s) <= n {
 		return s
 	}
+	n -= len("...")
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
-	return s[:n] + "..."
+	return s[:max(n, 0)] + "..."
 }
 
 var validStatus = map[string]bool{"PASS": true, "WARN": true, "FAIL": true, "NOT_RUN": true}
@@ -184,7 +188,7 @@ func ParseSummary(s string) (Summary, error) {
 	}
 	if _, err := time.Parse(time.RFC3339, sum.Time); err != nil {
 		// Without its time a summary cannot be told current or stale.
-		return Summary{}, fmt.Errorf("time %q is not an RFC 3339 time", cut(sum.Time, 64))
+		return Summary{}, fmt.Errorf("time %q is not an RFC 3339 time", Cut(sum.Time, 64))
 	}
 	if d := sum.DRA; d != nil {
 		if sum.Version < 2 {
@@ -201,12 +205,12 @@ func ParseSummary(s string) (Summary, error) {
 			// A driver name is a DNS subdomain (resource.k8s.io/v1
 			// ResourceSlice.spec.driver: at most 63 characters).
 			if n == "" || len(n) > 63 || seen[n] || strings.ContainsFunc(n, func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '.') }) {
-				return Summary{}, fmt.Errorf("dra driver %q is not a driver name, or is listed twice", cut(n, 64))
+				return Summary{}, fmt.Errorf("dra driver %q is not a driver name, or is listed twice", Cut(n, 64))
 			}
 			seen[n] = true
 		}
-		d.NotRun = cut(d.NotRun, maxMessageBytes)
+		d.NotRun = Cut(d.NotRun, maxMessageBytes)
 	}
-	sum.Message = cut(sum.Message, maxMessageBytes)
+	sum.Message = Cut(sum.Message, maxMessageBytes)
 	return sum, nil
 }
