@@ -120,6 +120,7 @@ func TestImageBuildah(t *testing.T) {
 	}
 	// And plugin to accel-doctor-kubelet: serve's help is its own.
 	if out := b.run("run", "--isolation", "chroot", ctr, "--", "accel-doctor", "plugin", "serve", "--help"); !strings.Contains(out, "serve is a Kubernetes device plugin") {
+		t.Logf("accel-doctor-kubelet plugin serve --help run directly in the image: %q", b.run("run", "--isolation", "chroot", ctr, "--", "accel-doctor-kubelet", "plugin", "serve", "--help"))
 		t.Errorf("accel-doctor plugin serve --help in the image did not reach accel-doctor-kubelet: %q", out)
 	}
 }
