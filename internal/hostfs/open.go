@@ -230,15 +230,28 @@ func openKernelAttr(p string) (fd int, st unix.Stat_t, err error) {
 	if err != nil {
 		return -1, st, err
 	}
-	var sfs unix.Statfs_t
-	if err := unix.Fstat(fd, &st); err != nil || unix.Fstatfs(fd, &sfs) != nil || !kernelFS[int64(sfs.Type)] || st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if err := checkKernelAttr(fd, &st); err != nil {
 		unix.Close(fd)
-		if err == nil {
-			err = ErrNotRegular
-		}
 		return -1, st, err
 	}
 	return fd, st, nil
+}
+
+// checkKernelAttr fstats a file opened directly from a kernel tree (into
+// st) and refuses it unless it is a regular file of sysfs, procfs or
+// cgroupfs.
+func checkKernelAttr(fd int, st *unix.Stat_t) error {
+	var sfs unix.Statfs_t
+	if err := unix.Fstat(fd, st); err != nil {
+		return err
+	}
+	if err := unix.Fstatfs(fd, &sfs); err != nil {
+		return err
+	}
+	if !kernelFS[int64(sfs.Type)] || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return ErrNotRegular
+	}
+	return nil
 }
 
 // reopenRegular turns an O_PATH fd of a regular file into a readable one.
@@ -246,6 +259,11 @@ func reopenRegular(pfd int) (fd int, st unix.Stat_t, err error) {
 	if err := unix.Fstat(pfd, &st); err != nil {
 		return -1, st, err
 	}
+	return reopenStat(pfd, st)
+}
+
+// reopenStat is reopenRegular of an O_PATH fd that st describes.
+func reopenStat(pfd int, st unix.Stat_t) (fd int, _ unix.Stat_t, err error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return -1, st, ErrNotRegular
 	}
