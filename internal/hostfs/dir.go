@@ -38,10 +38,10 @@ type Dir struct {
 	// as ReadDir gives it.
 	entries []dirent
 	names   []string
-	// kern is whether fd is on a kernel tree (sysfs, procfs, cgroupfs);
-	// fsKnown says kern was looked up (lazily: a Dir only listed never
-	// asks).
-	kern, fsKnown bool
+	// kern is whether fd is on a kernel tree (sysfs, procfs, cgroupfs),
+	// sysfs whether on sysfs; fsKnown says they were looked up (lazily: a
+	// Dir only listed never asks).
+	kern, sysfs, fsKnown bool
 }
 
 type dirent struct {
@@ -114,6 +114,23 @@ func validName(name string) bool {
 // ReadFileLimit is Root.ReadFileLimit of the entry name: the same bytes,
 // the same errors (with the joined host path) and the same refusals.
 func (d *Dir) ReadFileLimit(name string, limit int64) ([]byte, error) {
+	return d.readFile(name, limit, false)
+}
+
+// ReadAttr is ReadFileLimit of a sysfs attribute, a text file whose show()
+// method fills its whole buffer at the first read(2)
+// (Documentation/filesystems/sysfs.rst, "Reading/Writing Attribute Data";
+// fs/sysfs/file.c sysfs_kf_seq_show calls show once, into a page, and
+// seq_read_iter copies that one record): on sysfs, a first read that
+// returns less than it asked for returned the whole attribute, and the
+// read that would return 0 is spared. Elsewhere (a capture's copy), and
+// for sysfs binary attributes such as config, whose read method a driver
+// writes, read ReadFileLimit.
+func (d *Dir) ReadAttr(name string, limit int64) ([]byte, error) {
+	return d.readFile(name, limit, true)
+}
+
+func (d *Dir) readFile(name string, limit int64, attr bool) ([]byte, error) {
 	full := path.Join(d.path, name)
 	e, listed := d.entry(name)
 	if d.fd < 0 || !validName(name) || !listed || e.typ == unix.DT_LNK {
@@ -130,7 +147,12 @@ func (d *Dir) ReadFileLimit(name string, limit int64) ([]byte, error) {
 		return nil, &fs.PathError{Op: "read", Path: full, Err: err}
 	}
 	defer unix.Close(fd)
-	b, err := readFD(fd, st.Size, limit)
+	var b []byte
+	if attr && d.sysfs {
+		b, err = readAttrFD(fd, st.Size, limit)
+	} else {
+		b, err = readFD(fd, st.Size, limit)
+	}
 	if err != nil {
 		return nil, &fs.PathError{Op: "read", Path: full, Err: err}
 	}
@@ -149,7 +171,7 @@ var errFollow = errors.New("a symlink: resolved by the root")
 //     no device node, FIFO or socket (fs/kernfs, fs/proc), and a single
 //     name looked up in the directory stays on its file system unless
 //     something is mounted on that very name, which only root can do;
-//     the fd is checked after the open like openKernelAttr's. This holds
+//     fstat checks after the open that it is a regular file. This holds
 //     for a tree's kernel mounts as for the live host's (a pod's /host/sys
 //     is the host's sysfs);
 //   - elsewhere, an O_PATH open of the name, fstat, and a reopen of that
@@ -162,7 +184,10 @@ var errFollow = errors.New("a symlink: resolved by the root")
 func (d *Dir) openRegular(name string) (fd int, st unix.Stat_t, err error) {
 	if !d.fsKnown {
 		var sfs unix.Statfs_t
-		d.kern = unix.Fstatfs(d.fd, &sfs) == nil && kernelFS[int64(sfs.Type)]
+		if unix.Fstatfs(d.fd, &sfs) == nil {
+			d.kern = kernelFS[int64(sfs.Type)]
+			d.sysfs = sfs.Type == unix.SYSFS_MAGIC
+		}
 		d.fsKnown = true
 	}
 	if d.kern {
@@ -174,8 +199,15 @@ func (d *Dir) openRegular(name string) (fd int, st unix.Stat_t, err error) {
 		if err != nil {
 			return -1, st, err
 		}
-		if err := checkKernelAttr(fd, &st); err != nil {
+		// The directory's file system was checked once, above: unlike
+		// openKernelAttr's whole path, one name cannot lead to another
+		// (short of a mount on that very name), so fstat alone says
+		// what was opened.
+		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 			unix.Close(fd)
+			if err == nil {
+				err = ErrNotRegular
+			}
 			return -1, st, err
 		}
 		return fd, st, nil

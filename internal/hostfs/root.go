@@ -202,6 +202,25 @@ func readFD(fd int, size, limit int64) ([]byte, error) {
 	return b, nil
 }
 
+// readAttrFD reads a sysfs text attribute (Dir.ReadAttr): one read into a
+// buffer larger than the attribute can be (show() writes at most a page,
+// and the size sysfs reports is that page), which a read that fills it
+// goes on from.
+func readAttrFD(fd int, size, limit int64) ([]byte, error) {
+	n := int64(512)
+	if size > 0 && size < limit {
+		n = size + 1
+	}
+	b, err := readAllLimit(fdReader(fd), n, limit+1, -1)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%w (%d bytes)", ErrTooLarge, limit)
+	}
+	return b, nil
+}
+
 func unwrapPathErr(err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
@@ -486,7 +505,9 @@ func hasMeta(s string) bool { return strings.ContainsAny(s, `*?[\`) }
 // holds (fs/kernfs/inode.c, fs/proc), so its text never matches and is
 // read to EOF, and a sysfs binary attribute (config) holds at most the
 // size it reports (fs/sysfs/file.c sysfs_kf_bin_read). A file that grew
-// since the fstat fills the buffer and is read on.
+// since the fstat fills the buffer and is read on. whole < 0 says any read
+// that leaves room in the buffer is the end (a sysfs attribute,
+// readAttrFD).
 func readAllLimit(r io.Reader, size, max, whole int64) ([]byte, error) {
 	b := make([]byte, 0, size)
 	for int64(len(b)) < max {
@@ -505,7 +526,7 @@ func readAllLimit(r io.Reader, size, max, whole int64) ([]byte, error) {
 		if err != nil {
 			return b, err
 		}
-		if whole > 0 && int64(len(b)) == whole && len(b) < cap(b) {
+		if (whole > 0 && int64(len(b)) == whole || whole < 0) && len(b) < cap(b) {
 			return b, nil
 		}
 	}

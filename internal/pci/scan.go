@@ -353,7 +353,7 @@ func (r *devReader) readFile(name string) ([]byte, error) {
 	if r.dir == nil {
 		return r.root.ReadFileLimit(r.d.AttrPath(name), attrLimit)
 	}
-	return r.dir.ReadFileLimit(name, attrLimit)
+	return r.dir.ReadAttr(name, attrLimit)
 }
 
 // statResolve is hostfs.Dir.StatResolve of the attribute name: Stat, and
