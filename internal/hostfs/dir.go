@@ -131,20 +131,21 @@ func (d *Dir) ReadAttr(name string, limit int64) ([]byte, error) {
 }
 
 func (d *Dir) readFile(name string, limit int64, attr bool) ([]byte, error) {
-	full := path.Join(d.path, name)
 	e, listed := d.entry(name)
 	if d.fd < 0 || !validName(name) || !listed || e.typ == unix.DT_LNK {
 		// No fd, a name that is not one entry, an entry that came after
 		// the listing, or a link: the root resolves it.
-		return d.r.ReadFileLimit(full, limit)
+		return d.r.ReadFileLimit(path.Join(d.path, name), limit)
 	}
 	fd, st, err := d.openRegular(name)
 	if errors.Is(err, errFollow) {
-		return d.r.ReadFileLimit(full, limit)
+		return d.r.ReadFileLimit(path.Join(d.path, name), limit)
 	}
-	d.r.record(full, recFile)
+	if d.r.recorder() != nil {
+		d.r.record(path.Join(d.path, name), recFile)
+	}
 	if err != nil {
-		return nil, &fs.PathError{Op: "read", Path: full, Err: err}
+		return nil, &fs.PathError{Op: "read", Path: path.Join(d.path, name), Err: err}
 	}
 	defer unix.Close(fd)
 	var b []byte
@@ -154,7 +155,7 @@ func (d *Dir) readFile(name string, limit int64, attr bool) ([]byte, error) {
 		b, err = readFD(fd, st.Size, limit)
 	}
 	if err != nil {
-		return nil, &fs.PathError{Op: "read", Path: full, Err: err}
+		return nil, &fs.PathError{Op: "read", Path: path.Join(d.path, name), Err: err}
 	}
 	return b, nil
 }
@@ -241,14 +242,15 @@ func openatRetry(dirfd int, name string, flags int) (int, error) {
 // directory's own entry; anything else (an error, a name not listed, a
 // manifest link) takes the root's way, so the answers are the same.
 func (d *Dir) Readlink(name string) (string, error) {
-	full := path.Join(d.path, name)
 	if e, ok := d.entry(name); d.fd >= 0 && validName(name) && ok && e.typ == unix.DT_LNK {
 		if t, err := readlinkat(d.fd, name); err == nil {
-			d.r.record(full, recLink)
+			if d.r.recorder() != nil {
+				d.r.record(path.Join(d.path, name), recLink)
+			}
 			return t, nil
 		}
 	}
-	return d.r.Readlink(full)
+	return d.r.Readlink(path.Join(d.path, name))
 }
 
 // readDirEntries lists a directory fd with each entry's type, sorted by

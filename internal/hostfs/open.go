@@ -307,7 +307,17 @@ func fdPath(fd int) (string, error) {
 
 // readlinkat reads a link's target, however long.
 func readlinkat(dirfd int, name string) (string, error) {
-	for size := 256; ; size *= 2 {
+	// Most targets (sysfs links, /proc/self/fd names) fit in a buffer on
+	// the stack: only the string is allocated.
+	var small [256]byte
+	n, err := unix.Readlinkat(dirfd, name, small[:])
+	if err != nil {
+		return "", err
+	}
+	if n < len(small) {
+		return string(small[:n]), nil
+	}
+	for size := 2 * len(small); ; size *= 2 {
 		buf := make([]byte, size)
 		n, err := unix.Readlinkat(dirfd, name, buf)
 		if err != nil {
