@@ -230,24 +230,29 @@ func ScanFields(root *hostfs.Root, f Fields) (*Inventory, error) {
 	wg.Wait()
 	sort.Slice(inv.Devices, func(i, j int) bool { return inv.Devices[i].Address.Compare(inv.Devices[j].Address) < 0 })
 
-	// Keep only the names this host needs (see BenchmarkParseIDs).
-	vendors := map[uint16]bool{}
-	devices := map[uint32]bool{}
+	// Keep only the names this host needs (see BenchmarkParseIDs). The
+	// sets are sorted slices: Device is asked of every device line of a
+	// kept vendor's block (thousands for Intel), where a binary search of
+	// a few ids is cheaper than a map.
+	var seek []uint16
+	var devices []uint32
 	for _, d := range inv.Devices {
 		if d.Has(HasVendor) {
-			vendors[d.Vendor] = true
-			devices[uint32(d.Vendor)<<16|uint32(d.Device)] = true
+			seek = append(seek, d.Vendor)
+			devices = append(devices, uint32(d.Vendor)<<16|uint32(d.Device))
 		}
 	}
-	seek := make([]uint16, 0, len(vendors))
-	for v := range vendors {
-		seek = append(seek, v)
-	}
 	slices.Sort(seek)
+	seek = slices.Compact(seek)
+	slices.Sort(devices)
+	devices = slices.Compact(devices)
 	ids, p, err := LoadIDs(root, Filter{
-		Vendor: func(v uint16) bool { return vendors[v] },
-		Device: func(v, dev uint16) bool { return devices[uint32(v)<<16|uint32(dev)] },
-		Seek:   seek,
+		Vendor: func(v uint16) bool { _, ok := slices.BinarySearch(seek, v); return ok },
+		Device: func(v, dev uint16) bool {
+			_, ok := slices.BinarySearch(devices, uint32(v)<<16|uint32(dev))
+			return ok
+		},
+		Seek: seek,
 	})
 	inv.IDsPath = p
 	if err != nil {
