@@ -38,6 +38,10 @@ type Dir struct {
 	// as ReadDir gives it.
 	entries []dirent
 	names   []string
+	// link is the last link read by name (Readlink, stat), which the
+	// next question about the same entry reuses: a driver link is read,
+	// then followed, then its text checked.
+	link struct{ name, target string }
 	// kern is whether fd is on a kernel tree (sysfs, procfs, cgroupfs),
 	// sysfs whether on sysfs; fsKnown says they were looked up (lazily: a
 	// Dir only listed never asks).
@@ -243,7 +247,7 @@ func openatRetry(dirfd int, name string, flags int) (int, error) {
 // manifest link) takes the root's way, so the answers are the same.
 func (d *Dir) Readlink(name string) (string, error) {
 	if e, ok := d.entry(name); d.fd >= 0 && validName(name) && ok && e.typ == unix.DT_LNK {
-		if t, err := readlinkat(d.fd, name); err == nil {
+		if t, err := d.readlink(name); err == nil {
 			if d.r.recorder() != nil {
 				d.r.record(path.Join(d.path, name), recLink)
 			}
@@ -251,6 +255,18 @@ func (d *Dir) Readlink(name string) (string, error) {
 		}
 	}
 	return d.r.Readlink(path.Join(d.path, name))
+}
+
+// readlink reads the link entry name once per run of questions about it.
+func (d *Dir) readlink(name string) (string, error) {
+	if d.link.name == name {
+		return d.link.target, nil
+	}
+	t, err := readlinkat(d.fd, name)
+	if err == nil {
+		d.link.name, d.link.target = name, t
+	}
+	return t, err
 }
 
 // readDirEntries lists a directory fd with each entry's type, sorted by
@@ -343,7 +359,7 @@ func (d *Dir) stat(name, full string) (Node, error) {
 		// needs Stat's nodes, the link's among them.
 		return d.r.Stat(full)
 	}
-	t, err := readlinkat(d.fd, name)
+	t, err := d.readlink(name)
 	if err != nil {
 		return d.r.Stat(full)
 	}
