@@ -19,6 +19,12 @@
 // effect; a file larger than the limit is ErrTooLarge, and directory
 // listings are capped.
 //
+// A Dir (dir.go) is a directory held open for reading many of its entries
+// by name, with the Root's answers and refusals: a regular file of a tree
+// is still found O_PATH and reopened, a file of a kernel tree (sysfs,
+// procfs, cgroupfs, by fstatfs of the directory's fd) opened directly, a
+// link read with one readlinkat and followed by the Root.
+//
 // Device nodes cannot live in git or in an archive unpacked without root, so
 // a tree may carry a device manifest (ManifestPath) describing its /dev
 // nodes. The root consults the manifest only for paths that are not really

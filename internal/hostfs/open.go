@@ -230,15 +230,28 @@ func openKernelAttr(p string) (fd int, st unix.Stat_t, err error) {
 	if err != nil {
 		return -1, st, err
 	}
-	var sfs unix.Statfs_t
-	if err := unix.Fstat(fd, &st); err != nil || unix.Fstatfs(fd, &sfs) != nil || !kernelFS[int64(sfs.Type)] || st.Mode&unix.S_IFMT != unix.S_IFREG {
+	if err := checkKernelAttr(fd, &st); err != nil {
 		unix.Close(fd)
-		if err == nil {
-			err = ErrNotRegular
-		}
 		return -1, st, err
 	}
 	return fd, st, nil
+}
+
+// checkKernelAttr fstats a file opened directly from a kernel tree (into
+// st) and refuses it unless it is a regular file of sysfs, procfs or
+// cgroupfs.
+func checkKernelAttr(fd int, st *unix.Stat_t) error {
+	var sfs unix.Statfs_t
+	if err := unix.Fstat(fd, st); err != nil {
+		return err
+	}
+	if err := unix.Fstatfs(fd, &sfs); err != nil {
+		return err
+	}
+	if !kernelFS[int64(sfs.Type)] || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return ErrNotRegular
+	}
+	return nil
 }
 
 // reopenRegular turns an O_PATH fd of a regular file into a readable one.
@@ -246,6 +259,11 @@ func reopenRegular(pfd int) (fd int, st unix.Stat_t, err error) {
 	if err := unix.Fstat(pfd, &st); err != nil {
 		return -1, st, err
 	}
+	return reopenStat(pfd, st)
+}
+
+// reopenStat is reopenRegular of an O_PATH fd that st describes.
+func reopenStat(pfd int, st unix.Stat_t) (fd int, _ unix.Stat_t, err error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return -1, st, ErrNotRegular
 	}
@@ -289,7 +307,17 @@ func fdPath(fd int) (string, error) {
 
 // readlinkat reads a link's target, however long.
 func readlinkat(dirfd int, name string) (string, error) {
-	for size := 256; ; size *= 2 {
+	// Most targets (sysfs links, /proc/self/fd names) fit in a buffer on
+	// the stack: only the string is allocated.
+	var small [256]byte
+	n, err := unix.Readlinkat(dirfd, name, small[:])
+	if err != nil {
+		return "", err
+	}
+	if n < len(small) {
+		return string(small[:n]), nil
+	}
+	for size := 2 * len(small); ; size *= 2 {
 		buf := make([]byte, size)
 		n, err := unix.Readlinkat(dirfd, name, buf)
 		if err != nil {

@@ -188,11 +188,30 @@ func readFD(fd int, size, limit int64) ([]byte, error) {
 	// sysfs reports 4096 and procfs 0 whatever the content: read until EOF
 	// and never trust the size, but use it to size the buffer (pci.ids is
 	// 1.4 MB: growing a buffer to that costs more than reading it).
+	n, whole := int64(512), int64(0)
+	if size > 0 && size < limit {
+		n, whole = size+1, size
+	}
+	b, err := readAllLimit(fdReader(fd), n, limit+1, whole)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%w (%d bytes)", ErrTooLarge, limit)
+	}
+	return b, nil
+}
+
+// readAttrFD reads a sysfs text attribute (Dir.ReadAttr): one read into a
+// buffer larger than the attribute can be (show() writes at most a page,
+// and the size sysfs reports is that page), which a read that fills it
+// goes on from.
+func readAttrFD(fd int, size, limit int64) ([]byte, error) {
 	n := int64(512)
 	if size > 0 && size < limit {
 		n = size + 1
 	}
-	b, err := readAllLimit(fdReader(fd), n, limit+1)
+	b, err := readAllLimit(fdReader(fd), n, limit+1, -1)
 	if err != nil {
 		return nil, err
 	}
@@ -283,6 +302,12 @@ func (r *Root) ReadDir(p string) ([]string, error) {
 		return nil, pathErr("readdir", p, err)
 	}
 	names, err := r.readDir(cp)
+	return r.mergeListing(p, cp, names, err)
+}
+
+// mergeListing records the listing of p (clean: cp) and merges the
+// manifest's entries into names, what listing the tree gave (err).
+func (r *Root) mergeListing(p, cp string, names []string, err error) ([]string, error) {
 	r.record(p, recDir)
 	extra := r.manifest.Children(cp)
 	md, inManifest := r.manifest.Lookup(cp)
@@ -354,7 +379,12 @@ func (r *Root) Stat(p string) (Node, error) {
 		}
 		return nodeFromStat(p, &st), nil
 	}
-	for i := 0; i < 40; i++ { // the kernel's MAXSYMLINKS (include/linux/namei.h)
+	return r.statWalk(p, 0)
+}
+
+// statWalk is Stat's walk from p, hops links already followed.
+func (r *Root) statWalk(p string, hops int) (Node, error) {
+	for i := hops; i < 40; i++ { // the kernel's MAXSYMLINKS (include/linux/namei.h)
 		n, err := r.Lstat(p)
 		if err != nil {
 			return Node{}, err
@@ -466,8 +496,19 @@ func (r *Root) Glob(pattern string) ([]string, error) {
 func hasMeta(s string) bool { return strings.ContainsAny(s, `*?[\`) }
 
 // readAllLimit reads r to EOF or to max bytes, starting with a buffer of
-// size bytes.
-func readAllLimit(r io.Reader, size, max int64) ([]byte, error) {
+// size bytes. whole > 0 is the length fstat gave: a read that brings the
+// bytes to exactly that, with room left in the buffer, is the end, and the
+// read that would return 0 is spared (a third of the syscalls of a small
+// file). A regular file's read(2) returns fewer bytes than asked only at
+// its end (POSIX read: "fewer bytes than requested remain before end of
+// file"); a file of sysfs, procfs or cgroupfs says 4096 or 0 whatever it
+// holds (fs/kernfs/inode.c, fs/proc), so its text never matches and is
+// read to EOF, and a sysfs binary attribute (config) holds at most the
+// size it reports (fs/sysfs/file.c sysfs_kf_bin_read). A file that grew
+// since the fstat fills the buffer and is read on. whole < 0 says any read
+// that leaves room in the buffer is the end (a sysfs attribute,
+// readAttrFD).
+func readAllLimit(r io.Reader, size, max, whole int64) ([]byte, error) {
 	b := make([]byte, 0, size)
 	for int64(len(b)) < max {
 		if len(b) == cap(b) {
@@ -484,6 +525,9 @@ func readAllLimit(r io.Reader, size, max int64) ([]byte, error) {
 		}
 		if err != nil {
 			return b, err
+		}
+		if (whole > 0 && int64(len(b)) == whole || whole < 0) && len(b) < cap(b) {
+			return b, nil
 		}
 	}
 	return b, nil

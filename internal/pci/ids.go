@@ -182,8 +182,9 @@ func seekIDs(b []byte, vendors []uint16, f Filter) (ids *IDs, err error, ok bool
 	}
 	classes++ // the line, not the newline before it
 	p := newIDsParser(f)
+	vs := &vendorSeeker{b: b[:classes]}
 	for _, v := range vendors {
-		at, found := findVendor(b[:classes], v)
+		at, found := vs.find(v)
 		if !found {
 			return nil, nil, false
 		}
@@ -235,10 +236,59 @@ func (p *idsParser) vendorBlock(b []byte) {
 // findVendor finds the line "vvvv  name" of vendor v in the vendor section
 // b by binary search over byte offsets.
 func findVendor(b []byte, v uint16) (int, bool) {
+	return (&vendorSeeker{b: b}).find(v)
+}
+
+// vendorSeeker finds vendor lines in one vendor section, keeping what each
+// walk to a vendor line established. The searches for a host's few
+// vendors start with the same probes, and a probe that lands in a big
+// block walks line by line to its end (Intel's block is a quarter of the
+// file: most of a search's cost); a later probe in the stretch a walk
+// crossed is answered from memory, with the answer the walk would give.
+type vendorSeeker struct {
+	b     []byte
+	spans []vendorSpan
+}
+
+// vendorSpan is one walk: no vendor line starts in [from, at); with found,
+// the line at at is vendor id's, else the walk, bounded by at, found none.
+type vendorSpan struct {
+	from, at int
+	id       uint16
+	found    bool
+}
+
+// next is nextVendor(s.b, pos, hi).
+func (s *vendorSeeker) next(pos, hi int) (at int, id uint16, ok bool) {
+	for _, sp := range s.spans {
+		switch {
+		case pos < sp.from:
+		case sp.found && pos <= sp.at:
+			// The first vendor line at or after pos is sp's.
+			if sp.at < hi {
+				return sp.at, sp.id, true
+			}
+			return 0, 0, false
+		case !sp.found && hi <= sp.at:
+			return 0, 0, false
+		}
+	}
+	at, id, ok = nextVendor(s.b, pos, hi)
+	if ok {
+		s.spans = append(s.spans, vendorSpan{from: pos, at: at, id: id, found: true})
+	} else {
+		s.spans = append(s.spans, vendorSpan{from: pos, at: hi})
+	}
+	return at, id, ok
+}
+
+// find is findVendor through s.
+func (s *vendorSeeker) find(v uint16) (int, bool) {
+	b := s.b
 	lo, hi := 0, len(b)
 	for lo < hi {
 		mid := lo + (hi-lo)/2
-		at, id, ok := nextVendor(b, mid, hi)
+		at, id, ok := s.next(mid, hi)
 		switch {
 		case !ok || id > v:
 			hi = mid // no vendor line in [mid, at): the one wanted starts before mid

@@ -95,18 +95,63 @@ func BenchmarkLoadHostIDs(b *testing.B) {
 	if err != nil {
 		b.Skip(err)
 	}
-	vs := []uint16{0x1af4, 0x1b36, 0x8086}
-	for _, mode := range []string{"full", "seek"} {
-		b.Run(mode, func(b *testing.B) {
-			f := vendorFilter(vs)
-			// As Scan filters: only the host's vendor:device pairs.
-			f.Device = func(v, d uint16) bool { return d == 0x1000 || d == 0x0100 || d == 0x1237 }
-			if mode == "full" {
-				f.Seek = nil
+	// A VM's vendors, and those of hwloc's 8-VectorEngine capture (the
+	// topo bench), where three searches cross Intel's block.
+	for _, host := range []struct {
+		name string
+		vs   []uint16
+		devs map[uint32]bool
+	}{
+		{"vm", []uint16{0x1af4, 0x1b36, 0x8086}, map[uint32]bool{0x1af41000: true, 0x1b360100: true, 0x80861237: true}},
+		{"8ve", []uint16{0x10b5, 0x15b3, 0x1bcf, 0x8086}, map[uint32]bool{0x80862030: true, 0x80862032: true, 0x808637c0: true,
+			0x808637d2: true, 0x10b59797: true, 0x1bcf001c: true, 0x15b31013: true}},
+	} {
+		for _, mode := range []string{"full", "seek"} {
+			b.Run(host.name+"/"+mode, func(b *testing.B) {
+				f := vendorFilter(host.vs)
+				// As Scan filters: only the host's vendor:device pairs.
+				f.Device = func(v, d uint16) bool { return host.devs[uint32(v)<<16|uint32(d)] }
+				if mode == "full" {
+					f.Seek = nil
+				}
+				for b.Loop() {
+					parseMapped(data, f)
+				}
+			})
+		}
+	}
+}
+
+// The seeker's remembered walks answer as a fresh walk does, for probes
+// anywhere: inside a remembered stretch, at its ends, past the bound a
+// walk had, on the host's pci.ids and on a small file with a block at its
+// end.
+func TestVendorSeekerAnswersAsAWalk(t *testing.T) {
+	small := []byte("0001  A\n\t0001  d\n\t\t0001 0001  s\n# c\n10de  NVIDIA\n\t2330  GH100\n8086  Intel\n\t0d57  x\n\t1234  y")
+	files := [][]byte{small}
+	if b, err := os.ReadFile("/usr/share/misc/pci.ids"); err == nil {
+		files = append(files, b)
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, b := range files {
+		s := &vendorSeeker{b: b}
+		for i := 0; i < 20000; i++ {
+			pos := r.IntN(len(b) + 1)
+			hi := pos + r.IntN(len(b)+1-pos)
+			if i%3 == 0 && len(s.spans) > 0 {
+				// Probe at and around a remembered walk.
+				sp := s.spans[r.IntN(len(s.spans))]
+				pos = min(len(b), max(0, sp.from+r.IntN(5)-2))
+				if r.IntN(2) == 0 {
+					pos = min(len(b), max(0, sp.at+r.IntN(5)-2))
+				}
+				hi = min(len(b), pos+r.IntN(len(b)+1-pos))
 			}
-			for i := 0; i < b.N; i++ {
-				parseMapped(data, f)
+			at, id, ok := nextVendor(b, pos, hi)
+			gat, gid, gok := s.next(pos, hi)
+			if ok != gok || ok && (at != gat || id != gid) {
+				t.Fatalf("next(%d, %d) = %d, %04x, %v; a walk gives %d, %04x, %v", pos, hi, gat, gid, gok, at, id, ok)
 			}
-		})
+		}
 	}
 }

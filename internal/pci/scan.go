@@ -133,6 +133,8 @@ type Inventory struct {
 	Errors []error
 	// IDsPath is the pci.ids the names came from; "" when none was found.
 	IDsPath string
+	// Fields are what was read of each function (AllFields from Scan).
+	Fields Fields
 }
 
 // DriverLinks reports whether any function has a driver link, usable or
@@ -158,15 +160,42 @@ func (inv *Inventory) Lookup(a Address) *Device {
 	return inv.Devices[i]
 }
 
-// Scan reads every PCI function under /sys/bus/pci/devices. It fails only
-// when that directory cannot be listed; every other problem is recorded in
-// the device it concerns (Device.Errors) or in Inventory.Errors.
-func Scan(root *hostfs.Root) (*Inventory, error) {
+// Fields selects what a scan reads of each function beyond its address,
+// its resolved sysfs path, its bridge chain and its vendor, device and
+// class ids, which every scan reads. A field left out is never read: its
+// Device members stay zero (nil, "") with no error, as when the kernel
+// does not expose it, so a caller asks only for what it shows.
+type Fields uint16
+
+const (
+	FieldSubsystem  Fields = 1 << iota // subsystem ids (or the modalias) and SubsystemName
+	FieldRevision                      // revision
+	FieldLocality                      // numa_node, local_cpulist (or local_cpus)
+	FieldDriver                        // the driver link
+	FieldIOMMUGroup                    // the iommu_group link
+	FieldPhysFn                        // a VF's physfn link (IsVF)
+	FieldSRIOV                         // a PF's sriov_totalvfs, sriov_numvfs and virtfnN links
+	FieldLink                          // current and maximum link speed and width
+
+	// AllFields is the whole inventory: what Scan reads.
+	AllFields = FieldSubsystem | FieldRevision | FieldLocality | FieldDriver | FieldIOMMUGroup | FieldPhysFn | FieldSRIOV | FieldLink
+)
+
+// Scan reads every PCI function under /sys/bus/pci/devices, every field.
+// It fails only when that directory cannot be listed; every other problem
+// is recorded in the device it concerns (Device.Errors) or in
+// Inventory.Errors.
+func Scan(root *hostfs.Root) (*Inventory, error) { return ScanFields(root, AllFields) }
+
+// ScanFields is Scan reading only the fields f of each function (and the
+// ids), for a command that shows less than the whole inventory: topo
+// reads two thirds of the attributes check does.
+func ScanFields(root *hostfs.Root, f Fields) (*Inventory, error) {
 	names, err := root.ReadDir(DevicesDir)
 	if err != nil {
 		return nil, err
 	}
-	inv := &Inventory{}
+	inv := &Inventory{Fields: f}
 	type job struct {
 		a    Address
 		name string
@@ -190,7 +219,7 @@ func Scan(root *hostfs.Root) (*Inventory, error) {
 	for range workers {
 		wg.Go(func() {
 			for i := range next {
-				inv.Devices[i] = scanDevice(root, jobs[i].a, path.Join(DevicesDir, jobs[i].name))
+				inv.Devices[i] = scanDevice(root, jobs[i].a, path.Join(DevicesDir, jobs[i].name), f)
 			}
 		})
 	}
@@ -201,24 +230,29 @@ func Scan(root *hostfs.Root) (*Inventory, error) {
 	wg.Wait()
 	sort.Slice(inv.Devices, func(i, j int) bool { return inv.Devices[i].Address.Compare(inv.Devices[j].Address) < 0 })
 
-	// Keep only the names this host needs (see BenchmarkParseIDs).
-	vendors := map[uint16]bool{}
-	devices := map[uint32]bool{}
+	// Keep only the names this host needs (see BenchmarkParseIDs). The
+	// sets are sorted slices: Device is asked of every device line of a
+	// kept vendor's block (thousands for Intel), where a binary search of
+	// a few ids is cheaper than a map.
+	var seek []uint16
+	var devices []uint32
 	for _, d := range inv.Devices {
 		if d.Has(HasVendor) {
-			vendors[d.Vendor] = true
-			devices[uint32(d.Vendor)<<16|uint32(d.Device)] = true
+			seek = append(seek, d.Vendor)
+			devices = append(devices, uint32(d.Vendor)<<16|uint32(d.Device))
 		}
 	}
-	seek := make([]uint16, 0, len(vendors))
-	for v := range vendors {
-		seek = append(seek, v)
-	}
 	slices.Sort(seek)
+	seek = slices.Compact(seek)
+	slices.Sort(devices)
+	devices = slices.Compact(devices)
 	ids, p, err := LoadIDs(root, Filter{
-		Vendor: func(v uint16) bool { return vendors[v] },
-		Device: func(v, dev uint16) bool { return devices[uint32(v)<<16|uint32(dev)] },
-		Seek:   seek,
+		Vendor: func(v uint16) bool { _, ok := slices.BinarySearch(seek, v); return ok },
+		Device: func(v, dev uint16) bool {
+			_, ok := slices.BinarySearch(devices, uint32(v)<<16|uint32(dev))
+			return ok
+		},
+		Seek: seek,
 	})
 	inv.IDsPath = p
 	if err != nil {
@@ -226,18 +260,18 @@ func Scan(root *hostfs.Root) (*Inventory, error) {
 	}
 	if ids != nil {
 		for _, d := range inv.Devices {
-			nameDevice(ids, d)
+			nameDevice(ids, d, f)
 		}
 	}
 	return inv, nil
 }
 
-func nameDevice(ids *IDs, d *Device) {
+func nameDevice(ids *IDs, d *Device, f Fields) {
 	if d.Has(HasVendor) {
 		d.VendorName, _ = ids.VendorName(d.Vendor)
 		if d.Has(HasDevice) {
 			d.DeviceName, _ = ids.DeviceName(d.Vendor, d.Device)
-			if d.Has(HasSubsystem) {
+			if d.Has(HasSubsystem) && f&FieldSubsystem != 0 {
 				d.SubsystemName, _ = ids.SubsystemName(d.Vendor, d.Device, d.SubsystemVendor, d.SubsystemDevice)
 			}
 		}
@@ -249,7 +283,7 @@ func nameDevice(ids *IDs, d *Device) {
 
 // scanDevice reads one function. Reads go to the resolved directory so
 // that evidence names the device's real place in the tree.
-func scanDevice(root *hostfs.Root, a Address, busPath string) *Device {
+func scanDevice(root *hostfs.Root, a Address, busPath string, f Fields) *Device {
 	d := &Device{Address: a, BusPath: busPath, Path: busPath}
 	real, err := root.Resolve(busPath)
 	if err != nil {
@@ -260,12 +294,21 @@ func scanDevice(root *hostfs.Root, a Address, busPath string) *Device {
 	d.Path = real
 	d.Bridges = bridgeChain(real, a)
 	r := newDevReader(root, d)
-	r.readIDs()
-	r.readLocality()
-	r.readDriver()
-	r.readIOMMUGroup()
-	r.readSRIOV()
-	r.readLink()
+	defer r.close()
+	r.readIDs(f)
+	if f&FieldLocality != 0 {
+		r.readLocality()
+	}
+	if f&FieldDriver != 0 {
+		r.readDriver()
+	}
+	if f&FieldIOMMUGroup != 0 {
+		r.readIOMMUGroup()
+	}
+	r.readSRIOV(f)
+	if f&FieldLink != 0 {
+		r.readLink()
+	}
 	return d
 }
 
@@ -273,28 +316,76 @@ func scanDevice(root *hostfs.Root, a Address, busPath string) *Device {
 type devReader struct {
 	root *hostfs.Root
 	d    *Device
+	// dir is the function's directory held open: each attribute is
+	// looked up by its name in it (hostfs.Dir); nil when it could not be
+	// listed, and then every attribute is read from the root and tried.
+	dir *hostfs.Dir
 	// names is the directory listing: an attribute not listed is absent,
-	// which spares a failed open per absent attribute. When the listing
-	// failed (listErr), every attribute is tried.
-	names   []string
-	listed  map[string]bool
-	listErr error
+	// which spares a failed open per absent attribute.
+	names []string
 }
 
 func newDevReader(root *hostfs.Root, d *Device) *devReader {
 	r := &devReader{root: root, d: d}
-	r.names, r.listErr = root.ReadDir(d.Path)
-	if r.listErr != nil {
-		d.Errors = append(d.Errors, r.listErr)
+	dir, err := root.OpenDir(d.Path)
+	if err != nil {
+		d.Errors = append(d.Errors, err)
+		return r
 	}
-	r.listed = make(map[string]bool, len(r.names))
-	for _, n := range r.names {
-		r.listed[n] = true
-	}
+	r.dir, r.names = dir, dir.Names()
 	return r
 }
 
-func (r *devReader) has(name string) bool { return r.listErr != nil || r.listed[name] }
+func (r *devReader) close() {
+	if r.dir != nil {
+		r.dir.Close()
+	}
+}
+
+// has reports whether name is listed (always true when the listing
+// failed). The listing is sorted (hostfs.Root.ReadDir).
+func (r *devReader) has(name string) bool {
+	if r.dir == nil {
+		return true
+	}
+	_, ok := slices.BinarySearch(r.names, name)
+	return ok
+}
+
+// readFile reads the attribute name, through the open directory when
+// there is one.
+func (r *devReader) readFile(name string) ([]byte, error) {
+	if r.dir == nil {
+		return r.root.ReadFileLimit(r.d.AttrPath(name), attrLimit)
+	}
+	return r.dir.ReadAttr(name, attrLimit)
+}
+
+// statResolve is hostfs.Dir.StatResolve of the attribute name: Stat, and
+// Resolve when it is a directory ("" when that fails).
+func (r *devReader) statResolve(name string) (hostfs.Node, string, error) {
+	if r.dir != nil {
+		return r.dir.StatResolve(name)
+	}
+	p := r.d.AttrPath(name)
+	st, err := r.root.Stat(p)
+	if err != nil || st.Type != hostfs.TypeDir {
+		return st, "", err
+	}
+	real, err := r.root.Resolve(p)
+	if err != nil {
+		real = ""
+	}
+	return st, real, nil
+}
+
+// readlink reads the symlink attribute name, likewise.
+func (r *devReader) readlink(name string) (string, error) {
+	if r.dir == nil {
+		return r.root.Readlink(r.d.AttrPath(name))
+	}
+	return r.dir.Readlink(name)
+}
 
 func (r *devReader) fail(name string, p Problem, err error) {
 	r.d.Errors = append(r.d.Errors, &AttrError{Attr: name, Path: r.d.AttrPath(name), Problem: p, Err: err})
@@ -309,7 +400,7 @@ func (r *devReader) read(name string, required bool) (string, bool) {
 		}
 		return "", false
 	}
-	b, err := r.root.ReadFileLimit(r.d.AttrPath(name), attrLimit)
+	b, err := r.readFile(name)
 	switch {
 	case err == nil:
 		return strings.TrimSpace(string(b)), true
@@ -360,13 +451,18 @@ func (r *devReader) id(name string, bits int, required bool, flag Present) uint6
 	return v
 }
 
-func (r *devReader) readIDs() {
+func (r *devReader) readIDs(f Fields) {
 	d := r.d
 	d.Vendor = uint16(r.id("vendor", 16, true, HasVendor))
 	d.Device = uint16(r.id("device", 16, true, HasDevice))
 	d.Class = uint32(r.id("class", 24, true, HasClass))
-	// revision appeared in Linux 4.10: optional.
-	d.Revision = uint8(r.id("revision", 8, false, HasRevision))
+	if f&FieldRevision != 0 {
+		// revision appeared in Linux 4.10: optional.
+		d.Revision = uint8(r.id("revision", 8, false, HasRevision))
+	}
+	if f&FieldSubsystem == 0 {
+		return
+	}
 
 	// Subsystem ids: both attributes, else the modalias.
 	if r.has("subsystem_vendor") || r.has("subsystem_device") {
@@ -439,7 +535,7 @@ func (r *devReader) linkBase(name string) string {
 	if !r.has(name) {
 		return ""
 	}
-	t, err := r.root.Readlink(r.d.AttrPath(name))
+	t, err := r.readlink(name)
 	if err != nil {
 		if st, lerr := r.root.Lstat(r.d.AttrPath(name)); lerr == nil && st.Type == hostfs.TypeDir {
 			err = ErrLinkCopied
@@ -474,10 +570,10 @@ func (r *devReader) readDriver() {
 		return
 	}
 	p := r.d.AttrPath("driver")
-	st, err := r.root.Stat(p)
+	st, real, err := r.statResolve("driver")
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		t, _ := r.root.Readlink(p)
+		t, _ := r.readlink("driver")
 		if !path.IsAbs(t) {
 			t = path.Join(path.Dir(p), t)
 		}
@@ -492,8 +588,8 @@ func (r *devReader) readDriver() {
 		r.fail("driver", Malformed, fmt.Errorf("the link leads to a %s, not a driver directory", st.Type))
 		return
 	default:
-		if t, err := r.root.Resolve(p); err == nil && path.Dir(t) != DriversDir {
-			r.fail("driver", Malformed, fmt.Errorf("the link leads to %s, not to a driver in %s", t, DriversDir))
+		if real != "" && path.Dir(real) != DriversDir {
+			r.fail("driver", Malformed, fmt.Errorf("the link leads to %s, not to a driver in %s", real, DriversDir))
 			return
 		}
 	}
@@ -515,16 +611,23 @@ func (r *devReader) readIOMMUGroup() {
 
 // readSRIOV reads the PF's VF counts and virtfnN links, and a VF's physfn
 // link (drivers/pci/iov.c).
-func (r *devReader) readSRIOV() {
+func (r *devReader) readSRIOV(f Fields) {
 	d := r.d
-	d.TotalVFs = r.dec("sriov_totalvfs", 0, 1<<16)
-	d.NumVFs = r.dec("sriov_numvfs", 0, 1<<16)
-	if pf := r.linkBase("physfn"); pf != "" {
-		if pa, err := ParseAddress(pf); err != nil {
-			r.fail("physfn", Malformed, err)
-		} else {
-			d.PhysFn = &pa
+	if f&FieldSRIOV != 0 {
+		d.TotalVFs = r.dec("sriov_totalvfs", 0, 1<<16)
+		d.NumVFs = r.dec("sriov_numvfs", 0, 1<<16)
+	}
+	if f&FieldPhysFn != 0 {
+		if pf := r.linkBase("physfn"); pf != "" {
+			if pa, err := ParseAddress(pf); err != nil {
+				r.fail("physfn", Malformed, err)
+			} else {
+				d.PhysFn = &pa
+			}
 		}
+	}
+	if f&FieldSRIOV == 0 {
+		return
 	}
 	type vf struct {
 		n int

@@ -745,6 +745,7 @@ func TestCorpusCaptures(t *testing.T) {
 			}
 			tree := Build(root, inv, Options{})
 			t.Run("bus-numbers", func(t *testing.T) { checkBusNumbers(t, root, inv, tree) })
+			t.Run("read-fields", func(t *testing.T) { checkReadFields(t, d) })
 			switch name {
 			case "32em64t-2n8c+dax+nvme+mic+dimms.tar.bz2":
 				t.Run("lstopo-xml", func(t *testing.T) {

@@ -2,7 +2,8 @@
 // matrix from the PCI inventory, for any vendor.
 //
 // It reads, through internal/pci and a *hostfs.Root and nothing else:
-//   - the inventory of pci.Scan: every function's resolved sysfs path
+//   - the inventory of pci.ScanFields (Fields: what the tree shows, not
+//     the whole inventory): every function's resolved sysfs path
 //     (/sys/devices/pci<domain>:<bus>/<BDF>/.../<BDF>, which the kernel
 //     nests as the hardware does: drivers/pci/probe.c names each host
 //     bridge "pci%04x:%02x" in pci_register_host_bridge and each function

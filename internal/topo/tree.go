@@ -217,9 +217,16 @@ type Options struct {
 	Failing []string
 }
 
-// Read scans the PCI inventory of root and builds its tree.
+// Fields are what a tree shows of each function beyond its ids: the
+// driver, NUMA node and local CPUs, IOMMU group, link, and whether it is
+// an SR-IOV VF. Read scans only these (subsystem ids, revision and VF
+// counts are not shown and not read).
+const Fields = pci.FieldLocality | pci.FieldDriver | pci.FieldIOMMUGroup | pci.FieldPhysFn | pci.FieldLink
+
+// Read scans the PCI inventory of root (the Fields of each function) and
+// builds its tree.
 func Read(root *hostfs.Root, o Options) (*Tree, *pci.Inventory, error) {
-	inv, err := pci.Scan(root)
+	inv, err := pci.ScanFields(root, Fields)
 	if err != nil {
 		return nil, nil, err
 	}

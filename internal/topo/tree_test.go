@@ -1,7 +1,9 @@
 package topo
 
 import (
+	"fmt"
 	"path"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -488,4 +490,76 @@ func FuzzBuild(f *testing.F) {
 			}
 		}
 	})
+}
+
+// shown is what a tree shows of a host (what the renderers and the matrix
+// read), as text.
+func shown(t *Tree) string {
+	var sb strings.Builder
+	t.Walk(func(n *Node, depth int) {
+		fmt.Fprintf(&sb, "%*s%s %v %v %q sw=%v numa=%v accel=%q nic=%v if=%q fail=%v\n", depth*2, "", n.ID, n.Role, n.RoleFrom,
+			n.RoleNote, n.Switch != nil, deref(n.NUMA), n.Accelerator, n.NIC, n.Interfaces, n.Failing)
+		if d := n.Device; d != nil {
+			l := d.Link
+			fmt.Fprintf(&sb, "%*s  %s %06x %q %q %q drv=%q iommu=%v vf=%v numa=%v cpus=%q link=%v/%v x%v/x%v %q %q\n", depth*2, "",
+				d.IDString(), d.Class, d.VendorName, d.DeviceName, d.ClassName, d.Driver, deref(d.IOMMUGroup), d.IsVF(),
+				deref(d.NUMANode), n.LocalCPUs(), l.CurrentSpeed, l.MaxSpeed, deref(l.CurrentWidth), deref(l.MaxWidth),
+				l.CurrentWidthRaw, l.MaxWidthRaw)
+		}
+	})
+	fmt.Fprintf(&sb, "notes %q\nnuma %v %v %v\n", t.Notes, t.NUMANodes, t.NUMAKnown, t.NUMAErr)
+	for _, g := range t.Groups {
+		fmt.Fprintf(&sb, "group %d:", g.ID)
+		for _, m := range g.Members {
+			fmt.Fprintf(&sb, " %s", m.ID)
+		}
+		sb.WriteString("\n")
+	}
+	m := t.Matrix()
+	for i, row := range m.Classes {
+		fmt.Fprintf(&sb, "%s %v\n", m.Labels[i], row)
+	}
+	return sb.String()
+}
+
+func deref[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// TestReadShowsWhatTheWholeScanShows: Read scans only Fields, and the tree
+// it builds shows every fixture host exactly as a tree built from the
+// whole inventory does.
+func TestReadShowsWhatTheWholeScanShows(t *testing.T) {
+	syss, _ := filepath.Glob(hosts + "*/sys")
+	if len(syss) < 3 {
+		t.Fatal("no fixture hosts")
+	}
+	for _, s := range syss {
+		checkReadFields(t, filepath.Dir(s))
+	}
+}
+
+func checkReadFields(t *testing.T, dir string) {
+	t.Helper()
+	root := hostfs.MustNew(dir)
+	full, err := pci.Scan(root)
+	if err != nil {
+		return // no PCI bus: Read fails the same way
+	}
+	tree, inv, err := Read(root, Options{Failing: []string{"0000:00:00.0"}})
+	if err != nil {
+		t.Fatalf("%s: %v", dir, err)
+	}
+	if inv.Fields != Fields {
+		t.Errorf("%s: Read scanned %b, not Fields", dir, inv.Fields)
+	}
+	if got, want := shown(tree), shown(Build(root, full, Options{Failing: []string{"0000:00:00.0"}})); got != want {
+		t.Errorf("%s: the tree of Read differs from the whole scan's:\n%s\nwant\n%s", filepath.Base(dir), got, want)
+	}
+	if fmt.Sprint(inv.Errors) != fmt.Sprint(full.Errors) {
+		t.Errorf("%s: scan errors %v, the whole scan's %v", filepath.Base(dir), inv.Errors, full.Errors)
+	}
 }
