@@ -171,9 +171,6 @@ var procSelfFD = sync.OnceValues(func() (int, error) {
 	return fd, nil
 })
 
-// errReopened is a reopen that landed on another inode.
-var errReopened = errors.New("reopening through /proc/self/fd gave another file")
-
 // openRegular opens p for reading only when it is a regular file: an O_PATH
 // open, fstat, then a reopen of that same inode. Anything else is
 // ErrNotRegular and was never opened. st describes the file.
@@ -284,14 +281,13 @@ func reopenStat(pfd int, st unix.Stat_t) (fd int, _ unix.Stat_t, err error) {
 	if err != nil {
 		return -1, st, err
 	}
-	var st2 unix.Stat_t
-	if err := unix.Fstat(fd, &st2); err != nil || st2.Dev != st.Dev || st2.Ino != st.Ino {
-		unix.Close(fd)
-		if err == nil {
-			err = errReopened
-		}
-		return -1, st, err
-	}
+	// No second fstat: the reopen is of the inode st describes. The
+	// entry /proc/self/fd/N is a magic link whose target is the open
+	// file's own path, the dentry the O_PATH fd holds (fs/proc/fd.c,
+	// proc_fd_link; the walk jumps to it, nd_jump_link in fs/namei.c),
+	// not a name looked up again, and a held dentry keeps its inode
+	// through a rename or an unlink. procfd is checked once to be procfs
+	// (procSelfFD), so the link is the kernel's.
 	return fd, st, nil
 }
 
