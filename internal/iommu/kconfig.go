@@ -60,14 +60,22 @@ func (k KernelConfig) Enabled(name string) Tri {
 	return Unknown
 }
 
+// ErrKernelConfigNotRead is State.Kernel's Err when nothing asked for the
+// configuration: Read reads it only to explain an IOMMU that is off.
+var ErrKernelConfigNotRead = errors.New("the kernel configuration was not read: the IOMMU state does not depend on it")
+
+// validRelease reports whether rel, the running kernel's release, can
+// name /boot/config-RELEASE and /lib/modules/RELEASE.
+func validRelease(rel string) bool { return rel != "" && !strings.ContainsAny(rel, "/\x00") }
+
 // ReadKernelConfig reads /boot/config-RELEASE, else /proc/config.gz. The
 // compressed one is parsed as it is inflated: only the options kept are
-// ever held, not the 300 KiB of text (this runs on every check).
+// ever held, not the 300 KiB of text.
 func ReadKernelConfig(root *hostfs.Root) KernelConfig {
 	var k KernelConfig
 	var errs []error
 	rel, err := root.ReadString(OSReleasePath)
-	if err == nil && rel != "" && !strings.ContainsAny(rel, "/\x00") {
+	if err == nil && validRelease(rel) {
 		k.Release = rel
 		p := "/boot/config-" + rel
 		b, err := root.ReadFileLimit(p, kconfigLimit)

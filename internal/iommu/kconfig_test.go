@@ -7,13 +7,16 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/iotest"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/accel-doctor/accel-doctor/internal/fixture"
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+	"github.com/accel-doctor/accel-doctor/internal/pci"
 )
 
 // scanKernelConfig is the parser parseKernelConfig replaced (bufio.Scanner,
@@ -224,5 +227,43 @@ func TestKconfigOptionsNamed(t *testing.T) {
 			t.Errorf("%q: not a CONFIG_ option, or twice", o)
 		}
 		seen[o] = true
+	}
+}
+
+// Read reads the kernel configuration only for an IOMMU that is off, and
+// always while a snapshot is recorded (a replay must find it).
+func TestReadKernelConfigOnlyWhenOff(t *testing.T) {
+	for _, c := range []struct {
+		host   string
+		on     Tri
+		record bool
+		read   bool
+	}{
+		{host: fixture.NameHGXVFIO, on: Yes},
+		{host: fixture.NameHGXVFIO, on: Yes, record: true, read: true},
+		{host: fixture.NameIOMMUOff, on: No, read: true},
+	} {
+		root := hostfs.MustNew(filepath.Join(hostsDir, c.host))
+		if c.record {
+			root.Record()
+		}
+		inv, err := pci.Scan(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := Read(root, inv)
+		k := st.Kernel
+		if st.On != c.on {
+			t.Fatalf("%s: On %v, want %v", c.host, st.On, c.on)
+		}
+		if k.Release == "" {
+			t.Errorf("%s: no release (ReadVFIO reads modules.builtin by it)", c.host)
+		}
+		if got := k.Source != ""; got != c.read {
+			t.Errorf("%s (recording %v): configuration read %v (%s, %v), want %v", c.host, c.record, got, k.Source, k.Err, c.read)
+		}
+		if !c.read && (!errors.Is(k.Err, ErrKernelConfigNotRead) || k.Enabled("CONFIG_IOMMU_API") != Unknown) {
+			t.Errorf("%s: a configuration not read is %v, CONFIG_IOMMU_API %v", c.host, k.Err, k.Enabled("CONFIG_IOMMU_API"))
+		}
 	}
 }
