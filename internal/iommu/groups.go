@@ -188,10 +188,10 @@ func (s *State) Group(id int) *Group {
 
 // Read reads everything the IOMMU verdict needs: the firmware tables,
 // the IOMMU units and groups, the command line and, when the IOMMU is
-// off, the kernel configuration; then explains whether the IOMMU is on. inv, the host's
-// PCI inventory (pci.Scan of the same root; nil when there is none),
-// stands in for GroupsDir in a capture that lacks it: the functions'
-// iommu_group links name their groups.
+// off, the kernel configuration; then explains whether the IOMMU is on.
+// inv, the host's PCI inventory (pci.Scan of the same root; nil when
+// there is none), stands in for GroupsDir in a capture that lacks it:
+// the functions' iommu_group links name their groups.
 func Read(root *hostfs.Root, inv *pci.Inventory) *State {
 	s := &State{
 		Firmware: ReadFirmware(root),
@@ -207,17 +207,22 @@ func Read(root *hostfs.Root, inv *pci.Inventory) *State {
 	// The configuration is the one slow read here (/proc/config.gz
 	// inflates to 100-300 KiB): only an IOMMU that is off is explained
 	// by it, and explain reads it then.
-	readKernel := func() { s.Kernel = ReadKernelConfig(root) }
+	read := false
+	readKernel := func() {
+		if !read {
+			s.Kernel, read = ReadKernelConfig(root), true
+		}
+	}
 	if root.Recording() {
 		readKernel() // for a replay, whatever its groups say
-		readKernel = func() {}
-	} else {
+	}
+	s.explain(readKernel)
+	if !read {
 		s.Kernel = KernelConfig{Err: ErrKernelConfigNotRead}
 		if rel, err := root.ReadString(OSReleasePath); err == nil && validRelease(rel) {
 			s.Kernel.Release = rel // ReadVFIO's modules.builtin
 		}
 	}
-	s.explain(readKernel)
 	return s
 }
 
