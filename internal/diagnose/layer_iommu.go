@@ -78,8 +78,9 @@ func iommuChecks() []Check {
 			// The firmware tables, the groups and, with the IOMMU off,
 			// /proc/config.gz's inflation: the slowest reads of a check
 			// on a host without accelerators, and on a live host they
-			// need no PCI scan (Env.IOMMU).
-			Prefetch: func(e *Env) { e.IOMMU() }},
+			// need no PCI scan (Env.IOMMU); then the VFIO side, which
+			// waits for the scan and runs beside layers 2-6.
+			Prefetch: func(e *Env) { e.IOMMU(); e.VFIO() }},
 		{ID: "iommu.groups", Layer: report.LayerIOMMU, Title: "each accelerator's IOMMU group can be handed to VFIO",
 			Codes: []string{codeGroupViable, codeGroupNotViable, codeGroupInHostUse, codeGroupShared, codeACSUnisolated, codeACSNotReadable},
 			Run:   checkIOMMUGroups},
