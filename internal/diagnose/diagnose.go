@@ -206,8 +206,9 @@ type Check struct {
 	Codes      []string // every finding code it may emit
 	Run        func(e *Env, out *Out)
 	// Prefetch, when set, starts the check's reads while the checks
-	// before it run: Run calls it in a goroutine of its own as the run
-	// starts, and the check finds the readers' results memoized (or
+	// before it run: as the run starts, Run calls the prefetches of the
+	// checks it will run, in layer order, in one goroutine beside the
+	// checks, and the check finds the readers' results memoized (or
 	// waits for them). It only calls readers (Env methods through
 	// memo); it reports nothing, and a reader's panic reaches the check.
 	// A check whose reads are slow and need nothing earlier layers read
@@ -278,16 +279,27 @@ func Run(e *Env, checks []Check, meta Meta) *report.Report {
 	rep.Layers = layers
 	ordered := slices.Clone(checks)
 	sort.SliceStable(ordered, func(i, j int) bool { return ordered[i].Layer < ordered[j].Layer })
-	var prefetches sync.WaitGroup
-	defer prefetches.Wait() // no read outlives the run
+	// The prefetches run one after the other, in layer order, in one
+	// goroutine: the first is wanted first, and one more goroutine's stack
+	// and heap cost a process less than one per check.
+	var prefetch []*Check
 	for i := range ordered {
 		if c := &ordered[i]; c.Prefetch != nil && slices.Contains(layers, c.Layer) {
-			prefetches.Go(func() {
-				// The check gets the same panic from memo and reports it.
-				defer func() { _ = recover() }()
-				c.Prefetch(e)
-			})
+			prefetch = append(prefetch, c)
 		}
+	}
+	var prefetches sync.WaitGroup
+	defer prefetches.Wait() // no read outlives the run
+	if len(prefetch) > 0 {
+		prefetches.Go(func() {
+			for _, c := range prefetch {
+				func() {
+					// The check gets the same panic from memo and reports it.
+					defer func() { _ = recover() }()
+					c.Prefetch(e)
+				}()
+			}
+		})
 	}
 	for i := range ordered {
 		c := &ordered[i]
