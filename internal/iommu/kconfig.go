@@ -121,9 +121,10 @@ func ParseKernelConfig(b []byte) map[string]string {
 	return out
 }
 
-// kconfigMaxLine is the longest line parseKernelConfig takes; a .config's
-// longest are string options (CONFIG_CMDLINE: COMMAND_LINE_SIZE, 2048 on
-// x86, 4096 on arm64).
+// kconfigMaxLine is the longest line parseKernelConfig takes (as the
+// bufio.Scanner it replaced did); a .config's longest are string options
+// such as CONFIG_CMDLINE, which the architecture's COMMAND_LINE_SIZE
+// bounds (2048 bytes on x86, arch/x86/include/asm/setup.h).
 const kconfigMaxLine = 64 << 10
 
 // kconfigLineStart is the first buffer: large enough for every line of a
