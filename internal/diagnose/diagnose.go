@@ -96,9 +96,9 @@ func NewEnv(root *hostfs.Root, opts Options) *Env {
 
 // memo runs fn once per key and env; readers are called through it so that
 // several checks can share one scan. A caller that finds fn running in
-// another goroutine waits for it. fn must not need, through memo, a key
-// whose reader needs fn's own (in one goroutine that would recurse for
-// ever; across two it waits for ever): readers call lower readers only.
+// another goroutine waits for it. fn must not need, through memo, its own
+// key or one whose reader needs it (such a cycle waits for ever): readers
+// call lower readers only.
 func memo[T any](e *Env, key string, fn func() (T, error)) (T, error) {
 	e.mu.Lock()
 	m, ok := e.memo[key]
