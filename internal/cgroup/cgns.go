@@ -412,7 +412,9 @@ func locateInitial(root *hostfs.Root, src string, target Target) (*Location, err
 			continue
 		}
 		loc.Via = ns.via
-		root.Capture(capInitialMounts, cgroupMountLines(mb))
+		if root.Recording() { // the lines are picked out only for a snapshot
+			root.Capture(capInitialMounts, cgroupMountLines(mb))
+		}
 		if cgFile != "" {
 			root.Capture(path.Join(capInitialDir, cgFile), cb)
 		}

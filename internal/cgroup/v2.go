@@ -87,7 +87,7 @@ func ReadV2(root *hostfs.Root, dir string) (*V2Policy, error) {
 		return readCapturedV2(root, dir)
 	}
 	p, err := readV2Live(fd, dir)
-	if err == nil {
+	if err == nil && root.Recording() { // encoded only for a snapshot
 		if b, merr := marshalV2(p); merr == nil {
 			root.Capture(capturedV2Name(dir), b)
 		}

@@ -5,7 +5,9 @@
 // /dev/nvidiaN), and the nodes themselves under /dev with their
 // /dev/char/MAJOR:MINOR links.
 //
-// /proc/devices is parsed line by line without a length limit; a line
+// Expected reads /proc/devices only when it is given a device (a host
+// without accelerators needs no node), and always while a snapshot
+// records. It is parsed line by line without a length limit; a line
 // that does not parse is skipped and named (ErrSkippedLines) and the
 // others kept. An expected node whose number is not known says what was
 // read and why it gave none (ExpectedNode.DevSource).

@@ -3,6 +3,7 @@ package devnode
 import (
 	"errors"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -168,5 +169,28 @@ func TestExpectedCorpusDRM(t *testing.T) {
 	}
 	if len(x.Nodes) == 1 && !x.Nodes[0].Required {
 		t.Error("card0 without a render node should be required")
+	}
+}
+
+// Without a device nothing needs /proc/devices: Expected does not read
+// it, except while a snapshot records (a replay may be asked about
+// devices).
+func TestExpectedWithoutDevicesReadsNoProcDevices(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "proc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "proc", "devices"), []byte("Character devices:\n  1 mem\n195 nvidia-frontend\n\nBlock devices:\n  8 sd\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := hostfs.MustNew(dir)
+	x := Expected(root, nil)
+	if !errors.Is(x.ProcDevicesErr, ErrNoDevices) || len(x.ProcDevices.Char) != 0 || len(x.Nodes) != 0 {
+		t.Errorf("no devices: %v, %d char majors, %d nodes", x.ProcDevicesErr, len(x.ProcDevices.Char), len(x.Nodes))
+	}
+	root.Record()
+	x = Expected(root, nil)
+	if x.ProcDevicesErr != nil || !x.ProcDevices.CharRegistered(NVIDIAMajor) {
+		t.Errorf("recording: %v, %v", x.ProcDevicesErr, x.ProcDevices.Char)
 	}
 }

@@ -17,9 +17,22 @@ func BenchmarkCheckH100x8(b *testing.B) {
 	}
 }
 
-// BenchmarkCheckLive is `check` over this machine.
+// BenchmarkCheckLive is `check` over this machine, with the checks'
+// prefetches (as `check` runs) and without them (one goroutine).
 func BenchmarkCheckLive(b *testing.B) {
-	for i := 0; i < b.N; i++ {
-		Run(NewEnv(hostfs.MustNew("/"), Options{}), Registry(), Meta{})
+	sequential := Registry()
+	for i := range sequential {
+		sequential[i].Prefetch = nil
+	}
+	for _, c := range []struct {
+		name   string
+		checks []Check
+	}{{"prefetch", Registry()}, {"sequential", sequential}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				Run(NewEnv(hostfs.MustNew("/"), Options{}), c.checks, Meta{})
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package diagnose
 
 import (
 	"sort"
+	"sync"
 
 	"github.com/accel-doctor/accel-doctor/internal/probe"
 
@@ -46,7 +47,7 @@ func Codes() []Code {
 
 // LookupCode finds a code's catalog entry.
 func LookupCode(code string) (Code, bool) {
-	for _, cs := range catalogs() {
+	for _, cs := range builtCatalogs() {
 		for _, c := range cs {
 			if c.Code == code {
 				return c, true
@@ -55,6 +56,13 @@ func LookupCode(code string) (Code, bool) {
 	}
 	return Code{}, false
 }
+
+// builtCatalogs are the catalogs, built on the first lookup (every
+// finding that is not a PASS makes one, for its remediation): building
+// them allocates some 20 KB, once per process instead of once per
+// finding. A scan of a few hundred codes costs less than building a map
+// of them for the one or two lookups of a healthy host's check.
+var builtCatalogs = sync.OnceValue(catalogs)
 
 // Registry returns every check, in layer order. It is explicit on purpose:
 // no init() registration, so the list is read here and a test can reject

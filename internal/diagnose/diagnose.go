@@ -56,15 +56,31 @@ type Env struct {
 	Opts Options
 
 	mu       sync.Mutex
-	memo     map[string]memoEntry
+	memo     map[string]*memoEntry
 	devices  []report.Device
 	findings []report.Finding
 }
 
+// memoEntry is one reader's result. done is closed when v and err are
+// set, so that a caller that finds the entry in flight (a prefetch,
+// Check.Prefetch) waits for it instead of reading again.
 type memoEntry struct {
-	v   any
-	err error
+	done chan struct{}
+	v    any
+	err  error
+	// panicked is what the reader panicked with; every caller panics
+	// with it, as a caller of the reader itself would have.
+	panicked *readerPanic
 }
+
+// readerPanic is a reader's panic, carried to the checks that use its
+// result with the stack of the goroutine that ran it.
+type readerPanic struct {
+	value any
+	stack []byte
+}
+
+func (p *readerPanic) String() string { return fmt.Sprint(p.value) }
 
 // NewEnv returns an environment for one run over root. Device addresses
 // in opts are put in the kernel's form ("18:00.0", "0000:AB:00.0" and
@@ -81,24 +97,60 @@ func NewEnv(root *hostfs.Root, opts Options) *Env {
 		}
 	}
 	opts.Devices = devs
-	return &Env{Root: root, Opts: opts, memo: map[string]memoEntry{}}
+	return &Env{Root: root, Opts: opts, memo: map[string]*memoEntry{}}
 }
 
 // memo runs fn once per key and env; readers are called through it so that
-// several checks can share one scan.
+// several checks can share one scan. A caller that finds fn running in
+// another goroutine waits for it. fn must not need, through memo, its own
+// key or one whose reader needs it (such a cycle waits for ever): readers
+// call lower readers only.
 func memo[T any](e *Env, key string, fn func() (T, error)) (T, error) {
 	e.mu.Lock()
-	if m, ok := e.memo[key]; ok {
-		e.mu.Unlock()
-		v, _ := m.v.(T)
-		return v, m.err
+	m, ok := e.memo[key]
+	if !ok {
+		m = &memoEntry{done: make(chan struct{})}
+		e.memo[key] = m
 	}
 	e.mu.Unlock()
-	v, err := fn()
+	if ok {
+		<-m.done
+	} else {
+		func() {
+			defer close(m.done)
+			defer func() {
+				switch p := recover().(type) {
+				case nil:
+				case *readerPanic: // a lower reader's, already with its stack
+					m.panicked = p
+				default:
+					m.panicked = &readerPanic{value: p, stack: debug.Stack()}
+				}
+			}()
+			m.v, m.err = fn()
+		}()
+	}
+	if m.panicked != nil {
+		panic(m.panicked)
+	}
+	v, _ := m.v.(T)
+	return v, m.err
+}
+
+// memoDone returns key's result if its reader has run (waiting for one
+// in flight), without running it.
+func (e *Env) memoDone(key string) (v any, ran bool, err error) {
 	e.mu.Lock()
-	e.memo[key] = memoEntry{v: v, err: err}
+	m, ok := e.memo[key]
 	e.mu.Unlock()
-	return v, err
+	if !ok {
+		return nil, false, nil
+	}
+	<-m.done
+	if m.panicked != nil {
+		return nil, true, fmt.Errorf("its reader stopped with an internal error: %v", m.panicked)
+	}
+	return m.v, true, m.err
 }
 
 // AddDevice records an accelerator for the report's device list.
@@ -159,6 +211,15 @@ type Check struct {
 	Title      string   // what it checks, one line
 	Codes      []string // every finding code it may emit
 	Run        func(e *Env, out *Out)
+	// Prefetch, when set, starts the check's reads while the checks
+	// before it run: as the run starts, Run calls the prefetches of the
+	// checks it will run, in layer order, in one goroutine beside the
+	// checks, and the check finds the readers' results memoized (or
+	// waits for them). It only calls readers (Env methods through
+	// memo); it reports nothing, and a reader's panic reaches the check.
+	// A check whose reads are slow and need nothing earlier layers read
+	// sets it: they then cost no wall time where a CPU is idle.
+	Prefetch func(e *Env)
 }
 
 // Out collects one check's findings.
@@ -224,6 +285,28 @@ func Run(e *Env, checks []Check, meta Meta) *report.Report {
 	rep.Layers = layers
 	ordered := slices.Clone(checks)
 	sort.SliceStable(ordered, func(i, j int) bool { return ordered[i].Layer < ordered[j].Layer })
+	// The prefetches run one after the other, in layer order, in one
+	// goroutine: the first is wanted first, and one more goroutine's stack
+	// and heap cost a process less than one per check.
+	var prefetch []*Check
+	for i := range ordered {
+		if c := &ordered[i]; c.Prefetch != nil && slices.Contains(layers, c.Layer) {
+			prefetch = append(prefetch, c)
+		}
+	}
+	var prefetches sync.WaitGroup
+	defer prefetches.Wait() // no read outlives the run
+	if len(prefetch) > 0 {
+		prefetches.Go(func() {
+			for _, c := range prefetch {
+				func() {
+					// The check gets the same panic from memo and reports it.
+					defer func() { _ = recover() }()
+					c.Prefetch(e)
+				}()
+			}
+		})
+	}
 	for i := range ordered {
 		c := &ordered[i]
 		if !slices.Contains(layers, c.Layer) {
@@ -249,11 +332,15 @@ func runOne(e *Env, c *Check) (fs []report.Finding) {
 	out := &Out{check: c}
 	defer func() {
 		if p := recover(); p != nil {
+			stack := debug.Stack()
+			if rp, ok := p.(*readerPanic); ok {
+				stack = rp.stack // where the reader it used panicked
+			}
 			fs = append(out.findings, report.Finding{
 				Check: c.ID, Code: CodeCheckCrashed, Layer: c.Layer, Status: report.NotRun,
 				Subject: "host", Summary: fmt.Sprintf("check %s stopped with an internal error", c.ID),
 				Reason:   fmt.Sprintf("panic: %v", p),
-				Evidence: []report.Evidence{{Value: string(debug.Stack())}},
+				Evidence: []report.Evidence{{Value: string(stack)}},
 			})
 		}
 	}()

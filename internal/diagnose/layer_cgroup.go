@@ -118,7 +118,10 @@ with.`,
 func cgroupChecks() []Check {
 	return []Check{
 		{ID: "cgroup.mode", Layer: report.LayerCgroup, Title: "cgroup hierarchies and the target's cgroups",
-			Codes: []string{CodeCgroupMode, CodeCgroupModeUnknown}, Run: checkCgroupMode},
+			Codes: []string{CodeCgroupMode, CodeCgroupModeUnknown}, Run: checkCgroupMode,
+			// mountinfo, the target's cgroups, devices.list and the BPF
+			// programs: nothing an earlier layer reads.
+			Prefetch: func(e *Env) { e.CgroupPolicy() }},
 		{ID: "cgroup.access", Layer: report.LayerCgroup, Title: "effective device access of the target for every accelerator node",
 			Codes: []string{CodeCgroupAllowed, CodeCgroupDenied, CodeCgroupPartial, CodeCgroupNotGranted, CodeCgroupUnreadable, CodeCgroupNodeUnchecked},
 			Run:   checkCgroupAccess},

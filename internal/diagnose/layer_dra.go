@@ -269,16 +269,14 @@ func judgeDRAState(out *Out, n *dra.Node) {
 // does not show it does not show the kubelet), or a registration socket
 // could not be dialed (it may be a live driver's). Nothing is read here.
 func (e *Env) DRARegistrations() (drivers []string, known bool, why string) {
-	e.mu.Lock()
-	m, ran := e.memo["dra.node"]
-	e.mu.Unlock()
+	v, ran, err := e.memoDone("dra.node")
 	if !ran {
 		return nil, false, "kube.dra did not run in this check"
 	}
-	n, _ := m.v.(*dra.Node)
+	n, _ := v.(*dra.Node)
 	switch {
-	case m.err != nil:
-		return nil, false, m.err.Error()
+	case err != nil:
+		return nil, false, err.Error()
 	case n == nil:
 		return nil, false, "kube.dra read nothing"
 	case n.RegistryState == kubelet.Absent:

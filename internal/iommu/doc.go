@@ -18,7 +18,9 @@
 //     (Documentation/admin-guide/kernel-parameters.txt);
 //   - /proc/sys/kernel/osrelease and /boot/config-RELEASE, else
 //     /proc/config.gz: the IOMMU options of the kernel's build
-//     configuration (the defaults the command line does not override);
+//     configuration (the defaults the command line does not override),
+//     read only to explain an IOMMU that is off (and always while a
+//     snapshot records);
 //   - through internal/pci: the functions' sysfs attributes, driver links
 //     and config space (ACS, Express port type, multifunction bit);
 //     /sys/bus/pci/drivers/NAME/module and /sys/module/NAME/initstate

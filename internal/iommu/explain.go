@@ -7,8 +7,9 @@ import (
 	"strings"
 )
 
-// explain sets On, Vendor and Reasons.
-func (s *State) explain() {
+// explain sets On, Vendor and Reasons; readKernel fills s.Kernel, which
+// only an IOMMU that is off needs.
+func (s *State) explain(readKernel func()) {
 	say := func(format string, args ...any) { s.Reasons = append(s.Reasons, fmt.Sprintf(format, args...)) }
 	fw := &s.Firmware
 	s.Vendor = s.vendor()
@@ -81,6 +82,7 @@ func (s *State) explain() {
 	}
 
 	if s.On == No {
+		readKernel()
 		s.explainOff(say)
 	}
 }

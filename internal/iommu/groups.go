@@ -147,7 +147,11 @@ type State struct {
 	// GroupsErr is the error listing GroupsDir.
 	GroupsErr error
 	Cmdline   Cmdline
-	Kernel    KernelConfig
+	// Kernel is read only where the explanation uses it: when DMA
+	// remapping is off (the kernel's defaults may say why), or when a
+	// snapshot is being recorded (so that a replay has it). Otherwise
+	// it holds the Release and Err is ErrKernelConfigNotRead.
+	Kernel KernelConfig
 	// GroupsFromLinks: GroupsDir is not in the tree, and Groups were
 	// rebuilt from the functions' iommu_group links, which the kernel
 	// creates when it adds a device to a group
@@ -183,16 +187,15 @@ func (s *State) Group(id int) *Group {
 }
 
 // Read reads everything the IOMMU verdict needs: the firmware tables,
-// the IOMMU units and groups, the command line and the kernel
-// configuration; then explains whether the IOMMU is on. inv, the host's
-// PCI inventory (pci.Scan of the same root; nil when there is none),
-// stands in for GroupsDir in a capture that lacks it: the functions'
-// iommu_group links name their groups.
+// the IOMMU units and groups, the command line and, when the IOMMU is
+// off, the kernel configuration; then explains whether the IOMMU is on.
+// inv, the host's PCI inventory (pci.Scan of the same root; nil when
+// there is none), stands in for GroupsDir in a capture that lacks it:
+// the functions' iommu_group links name their groups.
 func Read(root *hostfs.Root, inv *pci.Inventory) *State {
 	s := &State{
 		Firmware: ReadFirmware(root),
 		Cmdline:  ReadCmdline(root),
-		Kernel:   ReadKernelConfig(root),
 		Live:     root.IsLive(),
 	}
 	s.Units, s.UnitsErr = ReadUnits(root)
@@ -201,7 +204,25 @@ func Read(root *hostfs.Root, inv *pci.Inventory) *State {
 		s.Groups = groupsFromLinks(inv)
 		s.GroupsFromLinks = len(s.Groups) > 0
 	}
-	s.explain()
+	// The configuration is the one slow read here (/proc/config.gz
+	// inflates to 100-300 KiB): only an IOMMU that is off is explained
+	// by it, and explain reads it then.
+	read := false
+	readKernel := func() {
+		if !read {
+			s.Kernel, read = ReadKernelConfig(root), true
+		}
+	}
+	if root.Recording() {
+		readKernel() // for a replay, whatever its groups say
+	}
+	s.explain(readKernel)
+	if !read {
+		s.Kernel = KernelConfig{Err: ErrKernelConfigNotRead}
+		if rel, err := root.ReadString(OSReleasePath); err == nil && validRelease(rel) {
+			s.Kernel.Release = rel // ReadVFIO's modules.builtin
+		}
+	}
 	return s
 }
 

@@ -677,7 +677,7 @@ func ReadVFIO(root *hostfs.Root, st *State, inv *pci.Inventory, asked ...pci.Add
 		v.Release, _ = root.ReadString(OSReleasePath)
 	}
 	var builtin map[string]bool
-	if v.Release != "" && !strings.ContainsAny(v.Release, "/\x00") {
+	if validRelease(v.Release) {
 		b, err := root.ReadFileLimit(ModulesBuiltinPath(v.Release), maxModulesBuiltin)
 		if err == nil {
 			builtin = ParseModulesBuiltin(b)
