@@ -210,7 +210,9 @@ func Read(ctx context.Context, root *hostfs.Root, opts Options) (*Node, error) {
 	wg.Wait()
 	if !n.Replayed {
 		n.markOlder()
-		root.Capture(captureName(kdir), n.marshalCapture())
+		if root.Recording() { // the JSON is only for a snapshot being taken
+			root.Capture(captureName(kdir), n.marshalCapture())
+		}
 	}
 	linkDirs(n.DriverDirs, n.Registrations, n.registrationsKnown())
 	if len(n.Drivers()) == 0 {

@@ -396,6 +396,9 @@ func (a *archive) write(w io.Writer, created time.Time) error {
 // ReadSnapshotMeta returns the snapshot description inside an opened
 // snapshot root, if it has a valid one.
 func (r *Root) ReadSnapshotMeta() (SnapshotMeta, bool) {
+	if r.live {
+		return SnapshotMeta{}, false // the running host: no snapshot there
+	}
 	m, err := r.snapshotMeta()
 	return m, err == nil
 }
@@ -510,6 +513,9 @@ func (r *Root) Capture(name string, data []byte) {
 
 // Captured returns what a snapshot holds under name (see Capture).
 func (r *Root) Captured(name string) ([]byte, bool) {
+	if r.live {
+		return nil, false // the running host's readers read it; nothing replays
+	}
 	b, err := r.ReadFile(path.Join(CapturedDir, path.Clean("/"+name)))
 	return b, err == nil
 }

@@ -189,7 +189,9 @@ func Read(ctx context.Context, root *hostfs.Root, opts Options) (*Node, error) {
 	hd := readHostDevices(root)
 	wg.Wait()
 	n.matchDevices(hd)
-	root.Capture(captureName(kdir), n.marshalCapture())
+	if root.Recording() { // the JSON is only for a snapshot being taken
+		root.Capture(captureName(kdir), n.marshalCapture())
+	}
 	return n, nil
 }
 
