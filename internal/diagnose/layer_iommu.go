@@ -96,7 +96,9 @@ func (e *Env) IOMMU() *iommu.State {
 		if !e.Root.IsLive() {
 			inv, _ = e.PCI()
 		}
-		return iommu.Read(e.Root, inv), nil
+		// With nothing asked of passthrough, a firmware that describes no
+		// IOMMU is the whole answer (iommu.ReadOptions).
+		return iommu.ReadWith(e.Root, inv, iommu.ReadOptions{NoKernelWhenAbsent: !e.Opts.Passthrough}), nil
 	})
 	return s
 }

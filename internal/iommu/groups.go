@@ -192,7 +192,22 @@ func (s *State) Group(id int) *Group {
 // inv, the host's PCI inventory (pci.Scan of the same root; nil when
 // there is none), stands in for GroupsDir in a capture that lacks it:
 // the functions' iommu_group links name their groups.
-func Read(root *hostfs.Root, inv *pci.Inventory) *State {
+func Read(root *hostfs.Root, inv *pci.Inventory) *State { return ReadWith(root, inv, ReadOptions{}) }
+
+// ReadOptions say what Read may leave out.
+type ReadOptions struct {
+	// NoKernelWhenAbsent: when the firmware describes no IOMMU, the
+	// kernel's configuration is not read to add whether this kernel could
+	// drive one. The firmware's answer is the verdict's; the kernel's is a
+	// second fact for someone about to enable one, which `accel-doctor
+	// iommu` gives, and on a host without /boot/config-RELEASE it costs
+	// the inflation of /proc/config.gz (0.5 ms of a 5 ms check on this
+	// project's VM). check sets it unless asked about passthrough.
+	NoKernelWhenAbsent bool
+}
+
+// ReadWith is Read with options.
+func ReadWith(root *hostfs.Root, inv *pci.Inventory, o ReadOptions) *State {
 	s := &State{
 		Firmware: ReadFirmware(root),
 		Cmdline:  ReadCmdline(root),
@@ -215,6 +230,14 @@ func Read(root *hostfs.Root, inv *pci.Inventory) *State {
 	}
 	if root.Recording() {
 		readKernel() // for a replay, whatever its groups say
+	}
+	if o.NoKernelWhenAbsent {
+		full := readKernel
+		readKernel = func() {
+			if s.Firmware.Describes() != No {
+				full()
+			}
+		}
 	}
 	s.explain(readKernel)
 	if !read {

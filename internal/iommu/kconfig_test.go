@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -17,6 +18,7 @@ import (
 	"github.com/accel-doctor/accel-doctor/internal/fixture"
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 	"github.com/accel-doctor/accel-doctor/internal/pci"
+	"github.com/accel-doctor/accel-doctor/internal/testutil"
 )
 
 // scanKernelConfig is the parser parseKernelConfig replaced (bufio.Scanner,
@@ -265,5 +267,44 @@ func TestReadKernelConfigOnlyWhenOff(t *testing.T) {
 		if !c.read && (!errors.Is(k.Err, ErrKernelConfigNotRead) || k.Enabled("CONFIG_IOMMU_API") != Unknown) {
 			t.Errorf("%s: a configuration not read is %v, CONFIG_IOMMU_API %v", c.host, k.Err, k.Enabled("CONFIG_IOMMU_API"))
 		}
+	}
+}
+
+// When the firmware describes no IOMMU, Read still reads the kernel's
+// configuration to add whether this kernel could drive one; ReadWith
+// NoKernelWhenAbsent (check, nothing asked of passthrough) leaves it
+// unread and says nothing of it; an IOMMU the firmware describes but the
+// kernel left off is explained from the configuration either way.
+func TestNoKernelWhenAbsent(t *testing.T) {
+	const rel = "6.1.0-test"
+	cfg := "CONFIG_IOMMU_API=y\n# CONFIG_INTEL_IOMMU is not set\n# CONFIG_AMD_IOMMU is not set\n# CONFIG_VIRTIO_IOMMU is not set\n"
+	files := map[string]string{
+		"/sys/firmware/acpi/tables/FACP": "x",
+		"/sys/kernel/iommu_groups/.keep": "",
+		"/proc/cmdline":                  "ro quiet\n",
+		OSReleasePath:                    rel + "\n",
+		"/boot/config-" + rel:            cfg,
+	}
+	dir := t.TempDir()
+	testutil.WriteTree(t, dir, files, nil, "")
+	os.Remove(filepath.Join(dir, "sys/kernel/iommu_groups/.keep"))
+	root := hostfs.MustNew(dir)
+	drive := func(st *State) bool {
+		return slices.ContainsFunc(st.Reasons, func(r string) bool { return strings.Contains(r, "could not drive such an IOMMU") })
+	}
+	full := Read(root, nil)
+	if full.On != No || full.Vendor != "" || full.Kernel.Source == "" || !drive(full) {
+		t.Fatalf("Read: on %v vendor %q config %q, reasons %q", full.On, full.Vendor, full.Kernel.Source, full.Reasons)
+	}
+	lean := ReadWith(root, nil, ReadOptions{NoKernelWhenAbsent: true})
+	if lean.On != No || !errors.Is(lean.Kernel.Err, ErrKernelConfigNotRead) || drive(lean) || lean.Kernel.Release != rel {
+		t.Errorf("ReadWith NoKernelWhenAbsent: on %v kernel %+v, reasons %q", lean.On, lean.Kernel, lean.Reasons)
+	}
+	// A DMAR: the firmware describes an Intel IOMMU that is off; the
+	// configuration says why, with the option or without.
+	testutil.WriteTree(t, dir, map[string]string{"/sys/firmware/acpi/tables/DMAR": "DMAR"}, nil, "")
+	off := ReadWith(hostfs.MustNew(dir), nil, ReadOptions{NoKernelWhenAbsent: true})
+	if off.Vendor != "Intel VT-d" || off.Kernel.Source == "" {
+		t.Errorf("an Intel IOMMU that is off: vendor %q, configuration %q (%v)", off.Vendor, off.Kernel.Source, off.Kernel.Err)
 	}
 }
