@@ -229,3 +229,56 @@ func TestPCINUMAByLocalCPUs(t *testing.T) {
 		})
 	}
 }
+
+// pci.ids is read when the run names a function: a bus with an
+// accelerator, a --device, a snapshot being recorded; not for a bus of
+// bridges and a BMC's display only, whose report names none (and says
+// nothing of pci.ids).
+func TestNamesOnlyWhenShown(t *testing.T) {
+	files, links := pciHost()
+	withGPU := pciTree(t, files, links)
+	for bdf := range links {
+		if strings.HasPrefix(bdf, "/sys/bus/pci/devices/") && !strings.HasSuffix(bdf, "0000:00:1f.0") && !strings.HasSuffix(bdf, "0000:00:01.0") {
+			delete(links, bdf)
+		}
+	}
+	bare := pciTree(t, files, links)
+	for _, c := range []struct {
+		name   string
+		root   *hostfs.Root
+		opts   Options
+		record bool
+		want   bool
+	}{
+		{"accelerators", withGPU, Options{}, false, true},
+		{"none", bare, Options{}, false, false},
+		{"none, --device", bare, Options{Devices: []string{"0000:00:1f.0"}}, false, true},
+		{"none, passthrough", bare, Options{Passthrough: true}, false, true},
+		{"none, recording", bare, Options{}, true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := hostfs.MustNew(c.root.Dir())
+			if c.record {
+				root.Record()
+			}
+			e := NewEnv(root, c.opts)
+			rep := Run(e, pciChecks(), Meta{Command: "test"})
+			inv, err := e.PCI()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := inv.IDsPath != ""; got != c.want {
+				t.Errorf("pci.ids read %v (%q), want %v", got, inv.IDsPath, c.want)
+			}
+			for _, f := range rep.Findings {
+				if f.Code == CodePCINoAccelerator {
+					for _, ev := range f.Evidence {
+						if strings.Contains(ev.Value, "pci.ids") {
+							t.Errorf("%s names pci.ids: %+v", f.Code, ev)
+						}
+					}
+				}
+			}
+		})
+	}
+}

@@ -66,6 +66,9 @@ func only(d *Device, f Fields) *Device {
 	if f&FieldLink == 0 {
 		c.Link = Link{}
 	}
+	if f&FieldNames == 0 {
+		c.VendorName, c.DeviceName, c.SubsystemName, c.ClassName = "", "", "", ""
+	}
 	c.Errors = nil
 	for _, err := range d.Errors {
 		var ae *AttrError
@@ -117,7 +120,7 @@ func TestScanFieldsReadsWhatItIsAsked(t *testing.T) {
 
 func checkFields(t *testing.T, dirs []string) {
 	sets := []Fields{0, FieldSubsystem | FieldRevision, FieldLocality | FieldDriver | FieldIOMMUGroup | FieldPhysFn | FieldLink,
-		FieldSRIOV, FieldDriver, AllFields}
+		FieldSRIOV, FieldDriver, FieldNames, FieldSubsystem | FieldNames, AllFields &^ FieldNames, AllFields}
 	scanned := 0
 	for _, dir := range dirs {
 		root := hostfs.MustNew(dir)
@@ -149,5 +152,28 @@ func checkFields(t *testing.T, dirs []string) {
 	}
 	if scanned == 0 {
 		t.Fatal("no tree had a PCI bus")
+	}
+}
+
+// LoadNames after a scan without FieldNames names the functions as a
+// scan with it does.
+func TestLoadNamesAfterTheScan(t *testing.T) {
+	for _, host := range []string{"nvidia-h100x8", "amd-mi210x2"} {
+		root := hostfs.MustNew(filepath.Join("..", "..", "testdata", "hosts", host))
+		full, err := Scan(root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		later, err := ScanFields(root, AllFields&^FieldNames)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if later.IDsPath != "" || later.Devices[0].VendorName != "" {
+			t.Fatalf("%s: names without FieldNames: %q %q", host, later.IDsPath, later.Devices[0].VendorName)
+		}
+		later.LoadNames(root)
+		if diff := cmp.Diff(full, later, cmp.Comparer(func(a, b error) bool { return a.Error() == b.Error() })); diff != "" {
+			t.Errorf("%s: (-Scan +ScanFields then LoadNames)\n%s", host, diff)
+		}
 	}
 }

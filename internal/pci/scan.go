@@ -176,9 +176,10 @@ const (
 	FieldPhysFn                        // a VF's physfn link (IsVF)
 	FieldSRIOV                         // a PF's sriov_totalvfs, sriov_numvfs and virtfnN links
 	FieldLink                          // current and maximum link speed and width
+	FieldNames                         // the pci.ids names (Inventory.LoadNames)
 
 	// AllFields is the whole inventory: what Scan reads.
-	AllFields = FieldSubsystem | FieldRevision | FieldLocality | FieldDriver | FieldIOMMUGroup | FieldPhysFn | FieldSRIOV | FieldLink
+	AllFields = FieldSubsystem | FieldRevision | FieldLocality | FieldDriver | FieldIOMMUGroup | FieldPhysFn | FieldSRIOV | FieldLink | FieldNames
 )
 
 // Scan reads every PCI function under /sys/bus/pci/devices, every field.
@@ -230,6 +231,18 @@ func ScanFields(root *hostfs.Root, f Fields) (*Inventory, error) {
 	wg.Wait()
 	sort.Slice(inv.Devices, func(i, j int) bool { return inv.Devices[i].Address.Compare(inv.Devices[j].Address) < 0 })
 
+	if f&FieldNames != 0 {
+		inv.LoadNames(root)
+	}
+	return inv, nil
+}
+
+// LoadNames names the functions from pci.ids (VendorName, DeviceName,
+// ClassName, and SubsystemName when the subsystem was read), recording
+// the file in IDsPath and a failed read in Errors: what FieldNames does
+// during the scan, for a caller that decides afterwards whether it shows
+// any name (check on a host with no accelerator shows none).
+func (inv *Inventory) LoadNames(root *hostfs.Root) {
 	// Keep only the names this host needs (see BenchmarkParseIDs). The
 	// sets are sorted slices: Device is asked of every device line of a
 	// kept vendor's block (thousands for Intel), where a binary search of
@@ -255,15 +268,15 @@ func ScanFields(root *hostfs.Root, f Fields) (*Inventory, error) {
 		Seek: seek,
 	})
 	inv.IDsPath = p
+	inv.Fields |= FieldNames
 	if err != nil {
 		inv.Errors = append(inv.Errors, err)
 	}
 	if ids != nil {
 		for _, d := range inv.Devices {
-			nameDevice(ids, d, f)
+			nameDevice(ids, d, inv.Fields)
 		}
 	}
-	return inv, nil
 }
 
 func nameDevice(ids *IDs, d *Device, f Fields) {

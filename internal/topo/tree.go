@@ -221,7 +221,7 @@ type Options struct {
 // driver, NUMA node and local CPUs, IOMMU group, link, and whether it is
 // an SR-IOV VF. Read scans only these (subsystem ids, revision and VF
 // counts are not shown and not read).
-const Fields = pci.FieldLocality | pci.FieldDriver | pci.FieldIOMMUGroup | pci.FieldPhysFn | pci.FieldLink
+const Fields = pci.FieldLocality | pci.FieldDriver | pci.FieldIOMMUGroup | pci.FieldPhysFn | pci.FieldLink | pci.FieldNames
 
 // Read scans the PCI inventory of root (the Fields of each function) and
 // builds its tree.
