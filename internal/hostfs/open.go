@@ -7,7 +7,6 @@ import (
 	"os"
 	"path"
 	"runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -370,27 +369,17 @@ func (r *Root) readlinkRaw(p string) (string, error) {
 	return t, nil
 }
 
-// readDirNames lists a directory fd, sorted, at most maxDirEntries names.
+// readDirNames lists a directory fd, sorted, at most maxDirEntries names
+// (readDirEntries without the types).
 func readDirNames(fd int) ([]string, error) {
-	buf := make([]byte, 8192)
-	var names []string
-	for {
-		n, err := unix.ReadDirent(fd, buf)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if n <= 0 {
-			break
-		}
-		_, _, names = unix.ParseDirent(buf[:n], -1, names)
-		if len(names) > maxDirEntries {
-			return nil, fmt.Errorf("more than %d entries", maxDirEntries)
-		}
+	es, err := readDirEntries(fd)
+	if err != nil {
+		return nil, err
 	}
-	sort.Strings(names)
+	names := make([]string, len(es))
+	for i, e := range es {
+		names[i] = e.name
+	}
 	return names, nil
 }
 

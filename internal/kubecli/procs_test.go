@@ -19,9 +19,5 @@ func start(t *testing.T, args ...string) *testutil.Proc {
 
 func pluginCodes(t *testing.T, js string) map[string]report.Status {
 	t.Helper()
-	out := map[string]report.Status{}
-	for c, st := range testutil.Codes(t, js) {
-		out[c] = report.Status(st)
-	}
-	return out
+	return testutil.CodesAs[report.Status](t, js)
 }

@@ -134,15 +134,22 @@ func (p *Proc) Wait(t testing.TB) (int, string) {
 // Codes maps each finding code of a JSON report to its status.
 func Codes(t testing.TB, js string) map[string]string {
 	t.Helper()
+	return CodesAs[string](t, js)
+}
+
+// CodesAs is Codes with the status as S (report.Status in the tests that
+// may import report; testutil imports nothing of the project).
+func CodesAs[S ~string](t testing.TB, js string) map[string]S {
+	t.Helper()
 	var r struct {
 		Findings []struct{ Code, Status string }
 	}
 	if err := json.Unmarshal([]byte(js), &r); err != nil {
 		t.Fatalf("%v: %s", err, js)
 	}
-	out := map[string]string{}
+	out := map[string]S{}
 	for _, f := range r.Findings {
-		out[f.Code] = f.Status
+		out[f.Code] = S(f.Status)
 	}
 	return out
 }
