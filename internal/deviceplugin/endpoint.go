@@ -497,7 +497,11 @@ func (e *endpoint) run(ctx context.Context) error {
 	}
 	defer stopReg()
 	if e.registerBeforeServe {
-		// The defect the mock plants: Register first, serve after.
+		// The defect the mock plants: Register first, serve after. A
+		// kubelet binds kubelet.sock before it listens: the one early
+		// Register waits for the socket to accept a connection (never
+		// for the plugin's own socket, which is the defect).
+		waitAccepting(ctx, kubelet, 10*time.Second)
 		if err := e.register(ctx); err != nil {
 			e.notify(Event{Kind: EventRegisterFailed, Resource: e.resource, Socket: e.socketPath(), Err: err})
 		} else {
@@ -573,5 +577,18 @@ func (e *endpoint) run(ctx context.Context) error {
 				}
 			}
 		}
+	}
+}
+
+// waitAccepting waits, at most max, until the unix socket p accepts a
+// connection.
+func waitAccepting(ctx context.Context, p string, max time.Duration) {
+	deadline := time.Now().Add(max)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		if c, err := net.DialTimeout("unix", p, time.Second); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
