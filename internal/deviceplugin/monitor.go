@@ -215,7 +215,13 @@ func (m *Monitor) HandleUevent(raw []byte) error {
 
 // refresh re-evaluates every device (rediscovering first when full) and
 // tells onEvent about the resources that changed.
-func (m *Monitor) refresh(full bool) {
+func (m *Monitor) refresh(full bool) { m.refreshWatched(full, 3) }
+
+// refreshWatched is refresh; when it adds a watch (a directory that came
+// back, /dev/accel after a driver reload), it looks again, up to again
+// times: an entry made between its discovery and the new watch raised no
+// event, and would wait for the periodic rescan.
+func (m *Monitor) refreshWatched(full bool, again int) {
 	m.mu.Lock()
 	var changed []int
 	for i, rc := range m.res {
@@ -261,7 +267,7 @@ func (m *Monitor) refresh(full bool) {
 			changed = append(changed, i)
 		}
 	}
-	m.watch()
+	added := m.watch()
 	copies := make(map[int][]*Device, len(changed))
 	for _, i := range changed {
 		copies[i] = m.copyOf(i)
@@ -271,6 +277,9 @@ func (m *Monitor) refresh(full bool) {
 		for _, i := range changed {
 			m.onEvent(i, copies[i])
 		}
+	}
+	if added && again > 0 {
+		m.refreshWatched(full, again-1)
 	}
 }
 
@@ -298,8 +307,9 @@ func signature(list []*Device) string {
 // something about a device: /dev, the directories of the devices' nodes
 // and of the node globs (or their nearest existing parent), the PCI
 // devices directory and each device's sysfs directory. Called with mu
-// held; watches that exist already are kept.
-func (m *Monitor) watch() {
+// held; watches that exist already are kept. It reports whether it added
+// one.
+func (m *Monitor) watch() (added bool) {
 	dirs := map[string]bool{"/dev": true}
 	for i, rc := range m.res {
 		for _, g := range rc.Selector.DeviceNodes {
@@ -332,8 +342,10 @@ func (m *Monitor) watch() {
 		}
 		if err := m.watcher.Add(real); err == nil {
 			m.watched[real] = true
+			added = true
 		}
 	}
+	return added
 }
 
 // real is where a host path is on this machine's filesystem.
