@@ -18,7 +18,6 @@ import (
 	"github.com/accel-doctor/accel-doctor/internal/cli"
 	"github.com/accel-doctor/accel-doctor/internal/dramock"
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
-	"github.com/accel-doctor/accel-doctor/internal/report"
 )
 
 // draMockFlags are `plugin mock --dra`'s own flags.
@@ -167,22 +166,7 @@ func runDRATest(ctx context.Context, g *cli.Globals, f *draTestFlags, timeout ti
 	if err != nil {
 		return cli.UsageErr("%v", err)
 	}
-	rep := &report.Report{
-		SchemaVersion: report.SchemaVersion, Tool: "accel-doctor " + cli.Version, Command: "plugin test --dra",
-		Source: "dra " + dir, Root: g.RootDir(), Generated: time.Now().UTC(),
-		Layers: []report.Layer{report.LayerKube}, Devices: []report.Device{}, Findings: res.Findings,
-	}
-	rep.Decide()
-	if err := g.Render(rep, verbose); err != nil {
-		return err
-	}
-	if g.Output() != "json" {
-		fmt.Fprintln(g.Stdout())
-		if err := g.RenderTable(kubeletcli.MeasurementTable(res.Measurements), nil); err != nil {
-			return err
-		}
-	}
-	return cli.ExitFor(rep.ExitCode())
+	return kubeletcli.RenderTest(g, "plugin test --dra", "dra "+dir, res.Findings, res.Measurements, verbose)
 }
 
 // hostName is the node name a DRA driver uses by default (the kubelet's

@@ -377,25 +377,7 @@ It writes only DIR/kubelet.sock (removed at the end). Exit status: 0 no FAIL;
 			if target == "" {
 				target = filepath.Join(o.KubeletDir, deviceplugin.KubeletSocket)
 			}
-			rep := &report.Report{
-				SchemaVersion: report.SchemaVersion, Tool: "accel-doctor " + cli.Version, Command: "plugin test",
-				Source: "plugin " + target, Root: g.RootDir(), Generated: time.Now().UTC(),
-				Layers: []report.Layer{report.LayerKube}, Devices: []report.Device{}, Findings: res.Findings,
-			}
-			rep.Decide()
-			if err := g.Render(rep, verbose); err != nil {
-				return err
-			}
-			if g.Output() != "json" {
-				fmt.Fprintln(g.Stdout())
-				if err := g.RenderTable(MeasurementTable(res.Measurements), nil); err != nil {
-					return err
-				}
-			}
-			if c := rep.ExitCode(); c != 0 {
-				return cli.ExitFor(c)
-			}
-			return nil
+			return RenderTest(g, "plugin test", "plugin "+target, res.Findings, res.Measurements, verbose)
 		},
 	}
 	fl := cmd.Flags()
@@ -410,6 +392,28 @@ It writes only DIR/kubelet.sock (removed at the end). Exit status: 0 no FAIL;
 	draGiven, draRun = dra.AddTestFlags(cmd)
 	g.AddOutputFlag(cmd)
 	return cmd
+}
+
+// RenderTest prints a plugin tester's findings as a report, then what it
+// timed (not in JSON), and ends with the report's exit status: plugin
+// test's and plugin test --dra's.
+func RenderTest(g *cli.Globals, command, source string, findings []report.Finding, ms []deviceplugin.Measurement, verbose bool) error {
+	rep := &report.Report{
+		SchemaVersion: report.SchemaVersion, Tool: "accel-doctor " + cli.Version, Command: command,
+		Source: source, Root: g.RootDir(), Generated: time.Now().UTC(),
+		Layers: []report.Layer{report.LayerKube}, Devices: []report.Device{}, Findings: findings,
+	}
+	rep.Decide()
+	if err := g.Render(rep, verbose); err != nil {
+		return err
+	}
+	if g.Output() != "json" {
+		fmt.Fprintln(g.Stdout())
+		if err := g.RenderTable(MeasurementTable(ms), nil); err != nil {
+			return err
+		}
+	}
+	return cli.ExitFor(rep.ExitCode())
 }
 
 // MeasurementTable is what was timed.

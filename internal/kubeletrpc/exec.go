@@ -83,7 +83,8 @@ func run(ctx context.Context, bin string, root *hostfs.Root, calls []Call, timeo
 	var out bytes.Buffer
 	cmd.Stdout = &limitedBuffer{b: &out, n: maxResponse}
 	var stderr bytes.Buffer
-	cmd.Stderr = &limitedBuffer{b: &stderr, n: 4 << 10}
+	cmd.Stderr = &limitedBuffer{b: &stderr, n: 4 << 10, drop: true}
+	cmd.WaitDelay = time.Second // a helper killed at the timeout ends the wait
 	if err := cmd.Run(); err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if msg != "" {
@@ -143,17 +144,24 @@ func DecodeRequest(r io.Reader) (*Request, error) {
 	return &req, nil
 }
 
-// limitedBuffer keeps the first n bytes written and then fails.
+// limitedBuffer keeps the first n bytes written; past them it fails
+// (stdout: an answer that long is not ours) or, with drop, discards the
+// rest (stderr is only quoted).
 type limitedBuffer struct {
-	b *bytes.Buffer
-	n int
+	b    *bytes.Buffer
+	n    int
+	drop bool
 }
 
 var errTooLong = errors.New("the helper wrote more than the limit")
 
 func (l *limitedBuffer) Write(p []byte) (int, error) {
-	if l.b.Len()+len(p) > l.n {
-		return 0, errTooLong
+	if room := l.n - l.b.Len(); len(p) > room {
+		if !l.drop {
+			return 0, errTooLong
+		}
+		l.b.Write(p[:max(room, 0)])
+		return len(p), nil
 	}
 	return l.b.Write(p)
 }
