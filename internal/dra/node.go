@@ -174,7 +174,7 @@ func Read(ctx context.Context, root *hostfs.Root, opts Options) (*Node, error) {
 	}
 	caller := opts.RPC
 	if caller == nil {
-		caller = rpc.None{Why: "this process makes no gRPC calls (no kubelet-rpc caller was given)"}
+		caller = rpc.NoCaller
 	}
 	n := &Node{KubeletDir: kdir, RegistryDir: RegistryDir(kdir), PluginsDir: PluginsDir(kdir),
 		StatePath: path.Join(kdir, StateName)}

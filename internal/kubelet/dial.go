@@ -36,6 +36,3 @@ func ClassifyConnect(err error) Dial { return rpc.ClassifyConnect(err) }
 // server answers in well under a millisecond; a second is what a server
 // that is alive but busy may take, and all sockets are dialed at once.
 const defaultTimeout = time.Second
-
-// noCaller is what a Read without Options.RPC calls with.
-var noCaller = rpc.None{Why: "this process makes no gRPC calls (no kubelet-rpc caller was given)"}

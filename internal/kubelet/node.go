@@ -168,7 +168,7 @@ func Read(ctx context.Context, root *hostfs.Root, opts Options) (*Node, error) {
 	if len(calls) > 0 {
 		caller := opts.RPC
 		if caller == nil {
-			caller = noCaller
+			caller = rpc.NoCaller
 		}
 		replies := caller.Call(ctx, root, calls, timeout)
 		if len(replies) != len(calls) {

@@ -241,6 +241,9 @@ func NotDialedReplies(calls []Call, why string) []Reply {
 	return out
 }
 
+// NoCaller is what a reader calls with when it was given no Caller.
+var NoCaller Caller = None{Why: "this process makes no gRPC calls (no kubelet-rpc caller was given)"}
+
 // None is the Caller of a process that cannot make calls: every reply is
 // NotDialed with its reason.
 type None struct{ Why string }
