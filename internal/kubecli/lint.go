@@ -103,6 +103,11 @@ document could be judged (empty input, or only kinds lint does not read).`,
 				fmt.Fprintf(g.Stdout(), "\n%d document(s) read: %d workload(s) linted, %d skipped, %d malformed.\n",
 					res.Documents, res.Workloads, res.Skipped, res.Malformed)
 			}
+			if lc != nil && lc.RuntimeClassesErr != nil && lc.DeviceClassesErr != nil && lc.NodesErr != nil {
+				// --cluster asked for the API server's view and got none
+				// of it: the manifests' own verdict is not the answer asked.
+				return cli.ExitErr(2, fmt.Errorf("--cluster: the API server answered none of the LISTs (RuntimeClasses: %v)", lc.RuntimeClassesErr))
+			}
 			return cli.ExitFor(rep.ExitCode())
 		},
 	}

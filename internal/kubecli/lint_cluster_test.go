@@ -49,7 +49,8 @@ func TestLintWithoutClusterAsksNothing(t *testing.T) {
 
 // An API server that refuses every LIST: each cluster rule that had
 // something to judge is NOT_RUN with the server's answer, nothing is
-// FAIL or WARN on its account, and the exit status is 0.
+// FAIL or WARN on its account, and the exit status is 2: --cluster
+// examined nothing of the cluster.
 func TestLintClusterUnreadableIsNotRun(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -58,8 +59,8 @@ func TestLintClusterUnreadableIsNotRun(t *testing.T) {
 	}))
 	defer srv.Close()
 	stdout, stderr, code := run(t, "lint", "--cluster", "--kubeconfig", kubeconfigFor(t, srv.URL), "-f", lintData+"planted-cluster", "-o", "json")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, stderr)
+	if code != 2 || !strings.Contains(stderr, "answered none of the LISTs") {
+		t.Fatalf("exit %d: %s; want 2 (nothing of the cluster was read)", code, stderr)
 	}
 	notRun := map[string]bool{}
 	for c, st := range pluginCodes(t, stdout) {
