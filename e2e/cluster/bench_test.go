@@ -121,7 +121,7 @@ func benchNode(i int) *corev1.Node {
 		status, layer, code = "FAIL", 4, "CGROUP_DEVICE_DENIED"
 	}
 	n.Annotations = map[string]string{"accel-doctor.io/summary": fmt.Sprintf(
-		`{"v":1,"status":%q,"layer":%d,"code":%q,"message":"bench","time":"`+summaryTime()+`","accelerators":8,"resources":["nvidia.com/gpu"]}`, status, layer, code)}
+		`{"v":1,"status":%q,"layer":%d,"code":%q,"message":"bench","time":"`+harness.SummaryTime()+`","accelerators":8,"resources":["nvidia.com/gpu"]}`, status, layer, code)}
 	alloc := "8"
 	if i%100 == 99 {
 		alloc = "7"

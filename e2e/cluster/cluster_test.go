@@ -54,7 +54,7 @@ func TestClusterReportsPlantedProblems(t *testing.T) {
 
 	// A healthy node: its resource all allocatable, its agent says PASS.
 	good := testNode("node-good", dev, dev)
-	good.Annotations = map[string]string{"accel-doctor.io/summary": `{"v":1,"status":"PASS","time":"` + summaryTime() + `","accelerators":1,"resources":["example.com/dev"]}`}
+	good.Annotations = map[string]string{"accel-doctor.io/summary": `{"v":1,"status":"PASS","time":"` + harness.SummaryTime() + `","accelerators":1,"resources":["example.com/dev"]}`}
 	// Capacity 2, allocatable 0: both devices unhealthy.
 	unalloc := testNode("node-unalloc", map[corev1.ResourceName]string{devResource: "2"}, map[corev1.ResourceName]string{devResource: "0"})
 	// NFD found an NVIDIA 3D controller (class 0302, vendor 10de); no
@@ -63,7 +63,7 @@ func TestClusterReportsPlantedProblems(t *testing.T) {
 	nfd.Labels["feature.node.kubernetes.io/pci-0302_10de.present"] = "true"
 	// The agent reports a FAIL at layer 4.
 	agent := testNode("node-agent", dev, dev)
-	agent.Annotations = map[string]string{"accel-doctor.io/summary": `{"v":1,"status":"FAIL","layer":4,"layer_name":"cgroup devices","code":"CGROUP_DEVICE_DENIED","message":"/dev/nvidia0 is denied by the container's device policy","time":"` + summaryTime() + `","accelerators":1,"resources":["example.com/dev"]}`}
+	agent.Annotations = map[string]string{"accel-doctor.io/summary": `{"v":1,"status":"FAIL","layer":4,"layer_name":"cgroup devices","code":"CGROUP_DEVICE_DENIED","message":"/dev/nvidia0 is denied by the container's device policy","time":"` + harness.SummaryTime() + `","accelerators":1,"resources":["example.com/dev"]}`}
 	// Its plugin pod is not Ready.
 	plugin := testNode("node-plugin", dev, dev)
 	for _, n := range []*corev1.Node{good, unalloc, nfd, agent, plugin} {

@@ -51,7 +51,7 @@ func BenchmarkDRACommands(b *testing.B) {
 		if i%100 == 99 {
 			drivers = ""
 		}
-		n.Annotations = map[string]string{"accel-doctor.io/summary": `{"v":2,"status":"PASS","time":"` + summaryTime() + `","accelerators":8,"dra":{"drivers":[` + drivers + `]}}`}
+		n.Annotations = map[string]string{"accel-doctor.io/summary": `{"v":2,"status":"PASS","time":"` + harness.SummaryTime() + `","accelerators":8,"dra":{"drivers":[` + drivers + `]}}`}
 		_, err := c.CreateNode(ctx, n)
 		return err
 	})

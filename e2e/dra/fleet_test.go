@@ -32,10 +32,10 @@ func TestDRAFleet(t *testing.T) {
 	bare := testNode("gpu-no-slice")
 	bare.Labels["feature.node.kubernetes.io/pci-0302_10de.present"] = "true"
 	summary := map[string]string{
-		"node-a": `{"v":2,"status":"PASS","time":"` + summaryTime() + `","accelerators":0,"dra":{"drivers":["` + driver + `"]}}`,
-		"node-b": `{"v":2,"status":"PASS","time":"` + summaryTime() + `","accelerators":0,"dra":{"drivers":["` + driver + `","other.example.com"]}}`,
-		"node-c": `{"v":2,"status":"PASS","time":"` + summaryTime() + `","accelerators":0,"dra":{"drivers":["other.example.com"]}}`,
-		"node-d": `{"v":1,"status":"PASS","time":"` + summaryTime() + `","accelerators":0}`,
+		"node-a": `{"v":2,"status":"PASS","time":"` + harness.SummaryTime() + `","accelerators":0,"dra":{"drivers":["` + driver + `"]}}`,
+		"node-b": `{"v":2,"status":"PASS","time":"` + harness.SummaryTime() + `","accelerators":0,"dra":{"drivers":["` + driver + `","other.example.com"]}}`,
+		"node-c": `{"v":2,"status":"PASS","time":"` + harness.SummaryTime() + `","accelerators":0,"dra":{"drivers":["other.example.com"]}}`,
+		"node-d": `{"v":1,"status":"PASS","time":"` + harness.SummaryTime() + `","accelerators":0}`,
 	}
 	for _, n := range []string{"node-a", "node-b", "node-c", "node-d"} {
 		tn := testNode(n)

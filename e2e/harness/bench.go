@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // The benchmarks' shared pieces: sizes from the environment, filling the
@@ -78,3 +79,9 @@ func ReadTime(path string) (cpu float64, kib int64, err error) {
 	}
 	return u + s, k, nil
 }
+
+// SummaryTime is the time of an agent summary a test plants: now, when it
+// is planted, so that cluster and dra judge it current (a summary older
+// than 3 of the agent's intervals is stale: internal/cluster
+// Summary.Stale).
+func SummaryTime() string { return time.Now().UTC().Format(time.RFC3339) }

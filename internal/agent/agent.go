@@ -245,7 +245,7 @@ type publisher struct {
 // unchanged: the node holds s's condition and summary (but for the
 // summary's time), written less than a heartbeat ago.
 func (p *publisher) unchanged(s *State, now time.Time) bool {
-	if p.written == nil || !p.known || !p.cur.Same(s.Condition) || p.eventDue || now.Sub(p.wrote) >= p.heartbeat {
+	if p.written == nil || !p.cur.Same(s.Condition) || p.eventDue || now.Sub(p.wrote) >= p.heartbeat {
 		return false
 	}
 	a, b := *p.written, s.Summary

@@ -97,19 +97,16 @@ func (f *Fleet) AddNode(n *corev1.Node) {
 	case err != nil:
 		fn.draGap, fn.draWhy = "unreadable agent summary", "its "+cluster.SummaryAnnotation+" annotation does not read: "+err.Error()
 	default:
-		fn.accelerators, fn.summaryTime = s.Accelerators, s.Time
-		fn.drivers, fn.draKnown, fn.draWhy = s.DRARegistrations()
-		now := f.Now
-		if now.IsZero() {
-			now = time.Now()
-		}
-		if stale, age, limit := s.Stale(now); stale {
-			// The registrations then are not the registrations now.
-			fn.drivers, fn.draKnown = nil, false
+		fn.summaryTime = s.Time
+		if stale, why := s.Stale(f.Now); stale {
+			// Neither the registrations nor the accelerator count then
+			// are the node's now (cluster does not use them either).
 			fn.draGap = "stale agent summary"
-			fn.draWhy = fmt.Sprintf("the agent's summary is from %s, %v ago, more than 3 of its intervals (%v): its agent is not checking the node", s.Time, age.Round(time.Second), limit)
+			fn.draWhy = "the agent's summary of " + s.Time + " is " + why + ": its agent is not checking the node"
 			break
 		}
+		fn.accelerators = s.Accelerators
+		fn.drivers, fn.draKnown, fn.draWhy = s.DRARegistrations()
 		switch {
 		case fn.draKnown:
 		case s.Version < 2:

@@ -3,6 +3,7 @@ package claim
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -253,7 +254,28 @@ func TestFleetStaleSummary(t *testing.T) {
 		t.Errorf("a stale summary's empty driver list was used: %+v", got["DRA_FLEET_DRIVER_NOT_REGISTERED"])
 	}
 	nr := got["DRA_FLEET_DRIVER_REGISTRATION_NOT_RUN"]
-	if len(nr) != 1 || nr[0].Subject != "resourceslices (stale agent summary)" || !strings.Contains(nr[0].Reason, "1h1m0s ago") {
+	if len(nr) != 1 || nr[0].Subject != "resourceslices (stale agent summary)" || !strings.Contains(nr[0].Reason, "1h1m0s old") {
 		t.Errorf("not run: %+v", nr)
+	}
+}
+
+// A stale summary's accelerator count is not the node's now either: an
+// accelerator node without a slice is not judged from it.
+func TestFleetStaleSummaryCountsNoAccelerator(t *testing.T) {
+	f := NewFleet()
+	f.Now = testNow.Add(time.Hour)
+	f.AddNode(withSummary(node("stale"), `{"v":2,"status":"PASS","time":"2026-12-01T13:00:00Z","interval_s":60,"accelerators":8,"dra":{"drivers":[]}}`))
+	f.AddNode(withSummary(node("fresh"), `{"v":2,"status":"PASS","time":"2026-12-01T14:00:30Z","interval_s":60,"accelerators":8,"dra":{"drivers":[]}}`))
+	got := codes(f.Findings())
+	var subjects []string
+	for _, fs := range got {
+		for _, x := range fs {
+			if x.Status == report.Warn || x.Status == report.Fail {
+				subjects = append(subjects, x.Code+" "+x.Subject)
+			}
+		}
+	}
+	if slices.ContainsFunc(subjects, func(s string) bool { return strings.Contains(s, "stale") }) || !slices.ContainsFunc(subjects, func(s string) bool { return strings.Contains(s, "fresh") }) {
+		t.Errorf("findings %q: want the fresh node judged and the stale one not", subjects)
 	}
 }

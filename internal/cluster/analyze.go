@@ -49,10 +49,10 @@ type nodeState struct {
 	summary   *Summary
 	summaryOK bool
 	summaryEr string
-	// stale: the summary is older than 3 of the agent's intervals (age,
-	// limit): not a verdict on the node now.
-	stale      bool
-	age, limit time.Duration
+	// stale: the summary is older than 3 of the agent's intervals
+	// (staleWhy says by how much): not a verdict on the node now.
+	stale    bool
+	staleWhy string
 }
 
 type resourceState struct {
@@ -163,11 +163,7 @@ func (a *Analyzer) AddNode(n *corev1.Node) {
 			ns.summaryEr = err.Error()
 		} else {
 			ns.summary, ns.summaryOK = &s, true
-			now := a.Now
-			if now.IsZero() {
-				now = time.Now()
-			}
-			ns.stale, ns.age, ns.limit = s.Stale(now)
+			ns.stale, ns.staleWhy = s.Stale(a.Now)
 		}
 	}
 	a.nodes[n.Name] = ns
@@ -390,7 +386,7 @@ func (a *Analyzer) nodeFindings(name string) []report.Finding {
 				was += " " + s.Code
 			}
 			add("cluster.agent", "CLUSTER_AGENT_SUMMARY_STALE", report.Warn,
-				fmt.Sprintf("the agent's last check (%s, %s) is %v old, more than 3 of its intervals (%v): it says nothing of the node now", s.Time, was, ns.age.Round(time.Second), ns.limit),
+				fmt.Sprintf("the agent's last check (%s, %s) is %s: it says nothing of the node now", s.Time, was, ns.staleWhy),
 				[]report.Evidence{
 					{Path: "metadata.annotations[" + SummaryAnnotation + "].time", Value: s.Time},
 					{Path: "metadata.annotations[" + SummaryAnnotation + "].status", Value: was + " (not used)"},

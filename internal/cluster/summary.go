@@ -99,20 +99,23 @@ const maxInterval = 24 * 60 * 60
 
 // Stale reports whether the summary is too old to say what the node is
 // now: older than 3 of the agent's intervals (DefaultAgentInterval when it
-// does not say), by now. The agent that wrote it has stopped, or cannot
-// publish. A time in the future (clocks apart) is not stale. limit is
-// the age past which it is.
-func (s Summary) Stale(now time.Time) (stale bool, age, limit time.Duration) {
+// does not say), by now (the zero time: time.Now). The agent that wrote it
+// has stopped, or cannot publish. A time in the future (clocks apart) is
+// not stale. why says how old it is against the limit.
+func (s Summary) Stale(now time.Time) (stale bool, why string) {
 	t, err := time.Parse(time.RFC3339, s.Time)
 	if err != nil {
-		return true, 0, 0 // ParseSummary refuses such a time
+		return true, "its time does not read" // ParseSummary refuses such a time
+	}
+	if now.IsZero() {
+		now = time.Now()
 	}
 	iv := DefaultAgentInterval
 	if s.Interval > 0 {
 		iv = time.Duration(s.Interval) * time.Second
 	}
-	age, limit = now.Sub(t), staleIntervals*iv
-	return age > limit, age, limit
+	age, limit := now.Sub(t), staleIntervals*iv
+	return age > limit, fmt.Sprintf("%v old, more than 3 of its agent's intervals (%v)", age.Round(time.Second), limit)
 }
 
 // maxDRADrivers bounds Drivers: a node runs a handful of DRA drivers.
