@@ -195,27 +195,35 @@ func (d *Dir) openRegular(name string) (fd int, st unix.Stat_t, err error) {
 		}
 		d.fsKnown = true
 	}
-	if d.kern {
+	if d.kern && !noOpenat2 && openat2Works() {
+		// The directory's file system was checked once, above, and the
+		// kernel's trees hold no device node, FIFO or socket. What else
+		// can stand at the name is a mount over it (runc bind-mounts
+		// /dev/null over /proc/kcore; lxcfs puts FUSE files over
+		// /proc/meminfo): RESOLVE_NO_XDEV refuses to cross into it
+		// before anything is opened, and that name takes the O_PATH
+		// path below. The file opened is then checked to be a regular
+		// file of a kernel tree (checkKernelAttr), as openKernelAttr's.
 		const flags = unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC | unix.O_NOFOLLOW
-		fd, err = openatRetry(d.fd, name, flags)
-		if err == unix.ELOOP {
-			return -1, st, errFollow
-		}
-		if err != nil {
-			return -1, st, err
-		}
-		// The directory's file system was checked once, above: unlike
-		// openKernelAttr's whole path, one name cannot lead to another
-		// (short of a mount on that very name), so fstat alone says
-		// what was opened.
-		if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-			unix.Close(fd)
-			if err == nil {
-				err = ErrNotRegular
+		how := unix.OpenHow{Flags: flags, Resolve: unix.RESOLVE_NO_XDEV | unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS}
+		for {
+			fd, err = unix.Openat2(d.fd, name, &how)
+			if err != unix.EINTR && err != unix.EAGAIN {
+				break
 			}
+		}
+		switch {
+		case err == unix.ELOOP:
+			return -1, st, errFollow
+		case err == nil:
+			if err := checkKernelAttr(fd, &st); err != nil {
+				unix.Close(fd)
+				return -1, st, err
+			}
+			return fd, st, nil
+		case err != unix.EXDEV && err != unix.ENOSYS:
 			return -1, st, err
 		}
-		return fd, st, nil
 	}
 	pfd, err := openatRetry(d.fd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -481,4 +482,70 @@ func BenchmarkDirReadFileOpen(b *testing.B) {
 			d.Close()
 		}
 	})
+}
+
+// TestDirKernelTreeMountOverAName: a FIFO mounted over a name of a kernel
+// tree (as runc mounts /dev/null over /proc/kcore) is ErrNotRegular from a
+// Dir and never opened: the direct open refuses to cross into the mount,
+// and the name takes the O_PATH path. In a private mount namespace of one
+// thread, over a procfs mounted in a temp tree; skipped where that cannot
+// be made.
+func TestDirKernelTreeMountOverAName(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "proc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fifos := t.TempDir()
+	fifo := filepath.Join(fifos, "fifo")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w := newWatch(t, fifos)
+	procSelfFD()
+	openat2Works()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // the thread dies with the goroutine, its namespace with it
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			errc <- errSkip{err}
+			return
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			errc <- errSkip{err}
+			return
+		}
+		if err := unix.Mount("proc", filepath.Join(dir, "proc"), "proc", 0, ""); err != nil {
+			errc <- errSkip{err}
+			return
+		}
+		if err := unix.Mount(fifo, filepath.Join(dir, "proc/sys/kernel/osrelease"), "", unix.MS_BIND, ""); err != nil {
+			errc <- errSkip{err}
+			return
+		}
+		d, err := MustNew(dir).OpenDir("/proc/sys/kernel")
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer d.Close()
+		if _, err := d.ReadFileLimit("osrelease", 1<<10); !errors.Is(err, ErrNotRegular) {
+			errc <- fmt.Errorf("ReadFileLimit over the mounted FIFO: %v, want ErrNotRegular", err)
+			return
+		}
+		if b, err := d.ReadFileLimit("ostype", 1<<10); err != nil || !strings.HasPrefix(string(b), "Linux") {
+			errc <- fmt.Errorf("ReadFileLimit(ostype) beside it: %q, %v", b, err)
+			return
+		}
+		errc <- nil
+	}()
+	if err := <-errc; err != nil {
+		var s errSkip
+		if errors.As(err, &s) {
+			t.Skipf("a private mount namespace: %v", s.err)
+		}
+		t.Fatal(err)
+	}
+	if got := w.opened(); len(got) != 0 {
+		t.Errorf("opened the FIFO mounted over a kernel tree's name: %q", got)
+	}
 }

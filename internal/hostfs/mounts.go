@@ -45,16 +45,12 @@ func (r *Root) NotGiven(p string) (string, bool) {
 			r.mounts = ms
 		}
 	})
-	dir := r.real
-	if dir == "" {
-		dir = r.dir
-	}
-	holder, ok := notGiven(r.mounts, dir, p)
+	holder, ok := notGiven(r.mounts, r.real, p)
 	if !ok {
 		return "", false
 	}
 	return fmt.Sprintf("%s is not mounted into the root %s (what is there is %s, not the host's): the host's %s was not given to it",
-		path.Join(dir, p), dir, describeHolder(holder), path.Clean(p)), true
+		path.Join(r.real, p), r.real, describeHolder(holder), path.Clean(p)), true
 }
 
 func describeHolder(m string) string {

@@ -156,7 +156,8 @@ func openInRootFallback(root *os.File, rel string, flags int) (int, error) {
 // procSelfFD is /proc/self/fd, through which a regular file found with an
 // O_PATH open is reopened for reading. It must be a real procfs: a fake
 // /proc (CVE-2019-19921 is this trick against runc) could hand back
-// another file, which reopen also catches by comparing inodes.
+// another file. It is checked once, here, to be procfs; then each reopen
+// through it is of the O_PATH fd's own inode (reopenStat says why).
 var procSelfFD = sync.OnceValues(func() (int, error) {
 	fd, err := unix.Open("/proc/self/fd", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
