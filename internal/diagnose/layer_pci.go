@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/accel-doctor/accel-doctor/internal/driver"
+	"github.com/accel-doctor/accel-doctor/internal/iommu"
 	"github.com/accel-doctor/accel-doctor/internal/pci"
 	"github.com/accel-doctor/accel-doctor/internal/report"
 )
@@ -170,7 +171,7 @@ func (e *Env) PCI() (*pci.Inventory, error) {
 }
 
 // showsNames: the run names PCI functions. Not on a host whose bus holds
-// no accelerator and nothing bound to vfio-pci, when no --device is
+// no accelerator and nothing bound to a VFIO driver, when no --device is
 // asked for, neither passthrough (iommu lists every group's functions)
 // nor a container, and no snapshot records (a replay must find pci.ids):
 // its report names no function, and the pci.ids lookups were a tenth of
@@ -180,7 +181,7 @@ func (e *Env) showsNames(inv *pci.Inventory) bool {
 		return true
 	}
 	for _, d := range inv.Devices {
-		if _, ok := pci.IsAccelerator(d); ok || !d.Has(pci.HasClass) || d.Driver == "vfio-pci" {
+		if _, ok := pci.IsAccelerator(d); ok || !d.Has(pci.HasClass) || iommu.IsVFIODriver(d.Driver) {
 			return true
 		}
 	}

@@ -221,31 +221,24 @@ func ReadWith(root *hostfs.Root, inv *pci.Inventory, o ReadOptions) *State {
 	}
 	// The configuration is the one slow read here (/proc/config.gz
 	// inflates to 100-300 KiB): only an IOMMU that is off is explained
-	// by it, and explain reads it then.
+	// by it, and explain reads it then (unless NoKernelWhenAbsent and the
+	// firmware describes none); a snapshot records it whatever its
+	// groups say, for a replay.
+	s.Kernel = KernelConfig{Err: ErrKernelConfigNotRead}
+	if rel, err := root.ReadString(OSReleasePath); err == nil && validRelease(rel) {
+		s.Kernel.Release = rel // ReadVFIO's modules.builtin
+	}
 	read := false
 	readKernel := func() {
-		if !read {
+		skip := o.NoKernelWhenAbsent && s.Firmware.Describes() == No && !root.Recording()
+		if !read && !skip {
 			s.Kernel, read = ReadKernelConfig(root), true
 		}
 	}
 	if root.Recording() {
-		readKernel() // for a replay, whatever its groups say
-	}
-	if o.NoKernelWhenAbsent {
-		full := readKernel
-		readKernel = func() {
-			if s.Firmware.Describes() != No {
-				full()
-			}
-		}
+		readKernel()
 	}
 	s.explain(readKernel)
-	if !read {
-		s.Kernel = KernelConfig{Err: ErrKernelConfigNotRead}
-		if rel, err := root.ReadString(OSReleasePath); err == nil && validRelease(rel) {
-			s.Kernel.Release = rel // ReadVFIO's modules.builtin
-		}
-	}
 	return s
 }
 
