@@ -199,10 +199,10 @@ func (g *globals) runOther(ctx context.Context, binary string, args []string) er
 		args = append([]string{"--root", g.root}, args...)
 	}
 	if g.stdout == io.Writer(os.Stdout) && g.stderr == io.Writer(os.Stderr) {
-		return syscall.Exec(p, append([]string{otherArgv0(p, binary)}, args...), os.Environ())
+		return syscall.Exec(p, append([]string{otherArgv0(p)}, args...), os.Environ())
 	}
 	c := exec.CommandContext(ctx, p, args...)
-	c.Args[0] = otherArgv0(p, binary)
+	c.Args[0] = otherArgv0(p)
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, g.stdout, g.stderr
 	err = c.Run()
 	var ee *exec.ExitError

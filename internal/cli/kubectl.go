@@ -43,7 +43,7 @@ func setDisplayName(root *cobra.Command, name string) {
 // hands it a command: as the kubectl plugin, the plugin's name, so that
 // the other binary's usage lines say `kubectl accel-doctor` too (it finds
 // itself by os.Executable, not by argv[0]).
-func otherArgv0(path, _ string) string {
+func otherArgv0(path string) string {
 	if displayName() != "" {
 		return KubectlPlugin
 	}

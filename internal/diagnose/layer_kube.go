@@ -265,7 +265,7 @@ func judgeRegistration(out *Out, n *kubelet.Node, s *kubelet.Socket, kubeletServ
 	// PodResources' allocatable list is only evidence beside it (a
 	// resource with no healthy device is absent there too).
 	cpAfter := n.Checkpoint != nil && !n.CheckpointModTime.IsZero() && !s.ModTime.IsZero() && n.CheckpointModTime.After(s.ModTime.Add(time.Second))
-	prOK := n.PodResources != nil && n.PodResources.Allocatable.Answer == kubelet.Answered
+	prOK := n.PodResources != nil && n.PodResources.Allocatable.Succeeded()
 	listed := false
 	if n.Checkpoint != nil {
 		_, listed = n.Checkpoint.Registered[s.Resource]
@@ -408,7 +408,7 @@ func judgePodResources(out *Out, n *kubelet.Node) {
 	case pr == nil:
 		out.NotRun("KUBELET_PODRESOURCES_UNAVAILABLE", "pod-resources", "which container holds which device is not known",
 			"no PodResources socket at "+kubelet.PodResourcesSocket(n.KubeletDir))
-	case !pr.List.OK():
+	case !pr.List.Succeeded():
 		out.NotRun("KUBELET_PODRESOURCES_UNAVAILABLE", "pod-resources", "which container holds which device is not known",
 			"PodResources List: "+dialWhy(pr.List), Ev(pr.Path, string(pr.List.Answer)))
 	}

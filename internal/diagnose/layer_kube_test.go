@@ -324,3 +324,29 @@ func contains(ss []string, s string) bool {
 	}
 	return false
 }
+
+// PodResources that answered with an error status, or could not be
+// called, are NOT_RUN, never read as an empty answer.
+func TestPodResourcesAnsweredWithAnError(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		list kubelet.Dial
+		want string
+	}{
+		{"ok", kubelet.Dial{Answer: kubelet.Answered, Code: "OK"}, ""},
+		{"error status", kubelet.Dial{Answer: kubelet.Answered, Code: "Unknown", Err: "rpc error: code = Unknown desc = broken"}, "KUBELET_PODRESOURCES_UNAVAILABLE NOT_RUN"},
+		{"not dialed", kubelet.Dial{Answer: kubelet.NotDialed, Err: "accel-doctor-kubelet not found"}, "KUBELET_PODRESOURCES_UNAVAILABLE NOT_RUN"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := &Out{check: &Check{ID: "kube.node", Layer: report.LayerKube}}
+			judgePodResources(out, &kubelet.Node{KubeletDir: "/var/lib/kubelet", PodResources: &kubelet.PodResources{Path: "/var/lib/kubelet/pod-resources/kubelet.sock", List: c.list}})
+			var got []string
+			for _, f := range out.findings {
+				got = append(got, f.Code+" "+string(f.Status))
+			}
+			if strings.Join(got, ",") != c.want {
+				t.Errorf("findings %q, want %q", got, c.want)
+			}
+		})
+	}
+}

@@ -30,7 +30,7 @@ func connectOnly(ctx context.Context, root *hostfs.Root, p string, timeout time.
 	defer cancel()
 	nc, err := root.DialUnix(ctx, p)
 	if err != nil {
-		return kubelet.ClassifyConnect(err)
+		return rpc.ClassifyConnect(err)
 	}
 	nc.Close()
 	return kubelet.Dial{Answer: Connected}

@@ -258,5 +258,5 @@ the allocations that follow.`,
 List. GetAllocatableResources may be answered with an error by kubelets before 1.28 where
 the KubeletPodResourcesGetAllocatable feature gate is off.`,
 	Remediation: "Check that the kubelet runs: `systemctl status kubelet`.",
-	Facts:       "PodResources == nil || !PodResources.List.OK()",
+	Facts:       "PodResources == nil || !PodResources.List.Succeeded()",
 }}

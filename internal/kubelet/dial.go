@@ -29,9 +29,6 @@ const (
 	NotDialed     = rpc.NotDialed
 )
 
-// ClassifyConnect names what a failed connect means.
-func ClassifyConnect(err error) Dial { return rpc.ClassifyConnect(err) }
-
 // defaultTimeout bounds one socket's connect and call. A local gRPC
 // server answers in well under a millisecond; a second is what a server
 // that is alive but busy may take, and all sockets are dialed at once.

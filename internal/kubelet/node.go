@@ -166,19 +166,23 @@ func Read(ctx context.Context, root *hostfs.Root, opts Options) (*Node, error) {
 		calls = append(calls, rpc.Call{Path: p, Method: rpc.MethodPodResourcesList})
 	}
 	if len(calls) > 0 {
-		caller := opts.RPC
-		if caller == nil {
-			caller = rpc.NoCaller
-		}
-		replies := caller.Call(ctx, root, calls, timeout)
-		if len(replies) != len(calls) {
-			replies = rpc.NotDialedReplies(calls, fmt.Sprintf("internal error: %d replies to %d calls", len(replies), len(calls)))
-		}
-		if calls[len(calls)-1].Method == rpc.MethodPodResourcesList {
-			n.PodResources = replies[len(replies)-1].PodResources
-			replies = replies[:len(replies)-1]
-		}
-		file(replies)
+		// Beside the checkpoint and the reads below: a helper's start
+		// and the sockets' answers are most of this reader's time.
+		wg.Go(func() {
+			caller := opts.RPC
+			if caller == nil {
+				caller = rpc.NoCaller
+			}
+			replies := caller.Call(ctx, root, calls, timeout)
+			if len(replies) != len(calls) {
+				replies = rpc.NotDialedReplies(calls, fmt.Sprintf("internal error: %d replies to %d calls", len(replies), len(calls)))
+			}
+			if calls[len(calls)-1].Method == rpc.MethodPodResourcesList {
+				n.PodResources = replies[len(replies)-1].PodResources
+				replies = replies[:len(replies)-1]
+			}
+			file(replies)
+		})
 	}
 	id, err := root.ReadString(BootIDPath)
 	if err != nil {

@@ -52,8 +52,8 @@ type Socket struct {
 	ResourceHint string `json:"resource_hint,omitempty"`
 }
 
-// listSocketDir lists dir: kubelet.sock and the plugins' sockets, each
-// with the call to make on it (calls), nothing called yet.
+// listSocketDir lists dir: kubelet.sock and the plugins' sockets; nothing
+// is called (socketCalls makes the calls).
 func listSocketDir(root *hostfs.Root, dir string) (reg *Socket, plugins []*Socket, err error) {
 	names, err := root.ReadDir(dir)
 	if err != nil {

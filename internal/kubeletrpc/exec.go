@@ -112,6 +112,9 @@ func DecodeResponse(b []byte, calls []Call) ([]Reply, error) {
 		if r.Dial.Method != calls[i].Method {
 			return nil, fmt.Errorf("the helper's reply %d is for %q, the call was %q", i, r.Dial.Method, calls[i].Method)
 		}
+		if calls[i].Method == MethodPodResourcesList && r.PodResources == nil {
+			return nil, fmt.Errorf("the helper's reply %d to %s holds no PodResources", i, calls[i].Method)
+		}
 	}
 	return resp.Replies, nil
 }

@@ -56,3 +56,41 @@ func TestExecNotDialed(t *testing.T) {
 		t.Errorf("no calls: %v", got)
 	}
 }
+
+// A PodResources call answered with an error status (GetAllocatableResources
+// behind a feature gate that is off) has no content: its allocatable
+// devices are not known, not "none".
+func TestAnsweredWithAnErrorHasNoContent(t *testing.T) {
+	ok := &PodResources{Allocatable: Dial{Answer: Answered, Code: "OK"}, Devices: []ResourceDevices{{Resource: "r", DeviceIDs: []string{"b", "a", "a"}}}}
+	if got := ok.AllocatableIDs(); len(got["r"]) != 2 || got["r"][0] != "a" {
+		t.Errorf("answered OK: %v", got)
+	}
+	gated := &PodResources{Allocatable: Dial{Answer: Answered, Code: "Unknown", Err: "rpc error: code = Unknown desc = feature gate off"}}
+	if got := gated.AllocatableIDs(); got != nil {
+		t.Errorf("answered with an error: %v, want not known (nil)", got)
+	}
+	if !gated.Allocatable.OK() || gated.Allocatable.Succeeded() {
+		t.Errorf("served but failed: OK %v Succeeded %v", gated.Allocatable.OK(), gated.Allocatable.Succeeded())
+	}
+}
+
+// A helper that answers every call but writes much on stderr is read: its
+// stderr is only ever quoted.
+func TestExecChattyHelper(t *testing.T) {
+	calls := []Call{{Path: "/var/lib/kubelet/device-plugins/kubelet.sock", Method: MethodHealthCheck},
+		{Path: "/var/lib/kubelet/pod-resources/kubelet.sock", Method: MethodPodResourcesList}}
+	resp := `{"format":1,"replies":[{"dial":{"answer":"unimplemented","method":"` + MethodHealthCheck + `","code":"Unimplemented"}},` +
+		`{"dial":{"answer":"answered","method":"` + MethodPodResourcesList + `","code":"OK"},"pod_resources":{"path":"/p","list":{"answer":"answered","method":"` + MethodPodResourcesList + `","code":"OK"},"allocatable":{"answer":"answered","method":"` + MethodGetAllocatableResources + `","code":"OK"}}}]}`
+	p := filepath.Join(t.TempDir(), "accel-doctor-kubelet")
+	if err := os.WriteFile(p, []byte("#!/bin/sh\nhead -c 100000 /dev/zero | tr '\\0' x >&2\ncat >/dev/null\necho '"+resp+"'\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	replies := Exec{Find: func() (string, error) { return p, nil }}.Call(context.Background(), hostfs.MustNew(t.TempDir()), calls, time.Second)
+	if len(replies) != 2 || replies[0].Dial.Answer != Unimplemented || replies[1].PodResources == nil || !replies[1].PodResources.Allocatable.Succeeded() {
+		t.Errorf("replies %+v", replies)
+	}
+	// A reply to the PodResources call without its content is refused.
+	if _, err := DecodeResponse([]byte(`{"format":1,"replies":[{"dial":{"method":"`+MethodHealthCheck+`"}},{"dial":{"method":"`+MethodPodResourcesList+`"}}]}`), calls); err == nil {
+		t.Error("a PodResources reply without PodResources was read")
+	}
+}

@@ -73,8 +73,14 @@ type Dial struct {
 }
 
 // OK reports whether a gRPC server answered (the method or
-// Unimplemented).
+// Unimplemented): the socket is served.
 func (d Dial) OK() bool { return d.Answer == Answered || d.Answer == Unimplemented }
+
+// Succeeded reports whether the call itself succeeded (status OK), so
+// that its answer's content can be read: a server that answered with an
+// error status (a feature gate off, an internal error) is Answered, with
+// no content. A capture written without the code counts as OK.
+func (d Dial) Succeeded() bool { return d.Answer == Answered && (d.Code == "" || d.Code == "OK") }
 
 // ClassifyConnect names what a failed connect means.
 func ClassifyConnect(err error) Dial {
@@ -189,7 +195,7 @@ type PodResources struct {
 // AllocatableIDs is, per resource, the device IDs GetAllocatableResources
 // gave (nil when it did not answer).
 func (p *PodResources) AllocatableIDs() map[string][]string {
-	if p == nil || p.Allocatable.Answer != Answered {
+	if p == nil || !p.Allocatable.Succeeded() {
 		return nil
 	}
 	out := map[string][]string{}
