@@ -202,8 +202,7 @@ func (d *Dir) openRegular(name string) (fd int, st unix.Stat_t, err error) {
 		// /dev/null over /proc/kcore; lxcfs puts FUSE files over
 		// /proc/meminfo): RESOLVE_NO_XDEV refuses to cross into it
 		// before anything is opened, and that name takes the O_PATH
-		// path below. The file opened is then checked to be a regular
-		// file of a kernel tree (checkKernelAttr), as openKernelAttr's.
+		// path below.
 		const flags = unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC | unix.O_NOFOLLOW
 		how := unix.OpenHow{Flags: flags, Resolve: unix.RESOLVE_NO_XDEV | unix.RESOLVE_BENEATH | unix.RESOLVE_NO_MAGICLINKS}
 		for {
@@ -216,8 +215,13 @@ func (d *Dir) openRegular(name string) (fd int, st unix.Stat_t, err error) {
 		case err == unix.ELOOP:
 			return -1, st, errFollow
 		case err == nil:
-			if err := checkKernelAttr(fd, &st); err != nil {
+			// RESOLVE_NO_XDEV kept the open on the directory's mount,
+			// whose file system was checked: fstat says the rest.
+			if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
 				unix.Close(fd)
+				if err == nil {
+					err = ErrNotRegular
+				}
 				return -1, st, err
 			}
 			return fd, st, nil
