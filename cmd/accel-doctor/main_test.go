@@ -258,6 +258,47 @@ func TestSignalsEndARunAndCleanUp(t *testing.T) {
 	}
 }
 
+// A run with nothing to clean up does not catch the signals (cli.Run says
+// why): SIGINT and SIGTERM end it by the signal itself, their default
+// action, at once, even blocked writing to a pipe nobody reads, and it
+// leaves nothing behind.
+func TestSignalsEndARunWithNothingToCleanUp(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		tmp := t.TempDir()
+		cmd := exec.Command(bin, "check", "--root", "../../testdata/hosts/nvidia-h100x8", "-o", "json")
+		cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, 4096); err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdout = pw
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pw.Close()
+		deadline := time.Now().Add(10 * time.Second)
+		for !blockedInWrite(cmd.Process.Pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%v: the run never blocked writing", sig)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		cmd.Process.Signal(sig)
+		err = cmd.Wait()
+		pr.Close()
+		ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
+		if !ok || !ws.Signaled() || ws.Signal() != sig {
+			t.Errorf("%v: %v, want the process ended by the signal", sig, err)
+		}
+		if left, _ := os.ReadDir(tmp); len(left) != 0 {
+			t.Errorf("%v: left behind %v", sig, names(left))
+		}
+	}
+}
+
 // blockedInWrite: the process's main thread sleeps in a pipe write
 // (wchan pipe_write), or any of its threads does.
 func blockedInWrite(pid int) bool {

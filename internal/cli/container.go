@@ -87,7 +87,7 @@ error (no such container, or an ambiguous prefix) or nothing could be judged.`,
 			if len(cs) == 1 && !all {
 				rep, env := judgeContainerEnv(root, source, cs[0])
 				if probe {
-					handlesCancel.Store(true) // the probe's child is ended through the context
+					takeCancel() // the probe's child is ended through the context
 					probeContainer(cmd.Context(), rep, env, cs[0])
 				}
 				if err := g.render(rep, verbose); err != nil {

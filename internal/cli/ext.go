@@ -86,7 +86,7 @@ type DRAPlugin struct {
 
 // HandlesCancel says the running command ends by itself on SIGTERM or
 // SIGINT (its context is cancelled): the signal does not end the process.
-func HandlesCancel() { handlesCancel.Store(true) }
+func HandlesCancel() { takeCancel() }
 
 // wantsKube: a command line accel-doctor-kube must run (plugin mock --dra,
 // plugin test --dra) that accel-doctor's own plugin command would refuse.
@@ -201,6 +201,7 @@ func (g *globals) runOther(ctx context.Context, binary string, args []string) er
 	if g.stdout == io.Writer(os.Stdout) && g.stderr == io.Writer(os.Stderr) {
 		return syscall.Exec(p, append([]string{otherArgv0(p)}, args...), os.Environ())
 	}
+	catchSignals() // a signal ends the child through ctx
 	c := exec.CommandContext(ctx, p, args...)
 	c.Args[0] = otherArgv0(p)
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, g.stdout, g.stderr

@@ -29,6 +29,7 @@ func (g *globals) openHost(snapshot string) (root *hostfs.Root, source string, c
 		}
 		return root, fmt.Sprintf("host root %s", root.Dir()), cleanup, nil
 	case "demo":
+		catchSignals() // the unpacked tree is removed on a signal, even half unpacked
 		root, cleanup, err = hostfs.OpenSnapshot(bytes.NewReader(demo.Archive()))
 		if err != nil {
 			return nil, "", func() {}, fmt.Errorf("built-in demo: %w", err)
@@ -37,6 +38,7 @@ func (g *globals) openHost(snapshot string) (root *hostfs.Root, source string, c
 	}
 	// Checked before it is opened: a FIFO or a device is refused, never
 	// opened (a FIFO would block open until a writer came).
+	catchSignals()
 	root, cleanup, err = hostfs.OpenSnapshotFile(snapshot)
 	if err != nil {
 		return nil, "", func() {}, usageErr("%v", err) // it starts with the path

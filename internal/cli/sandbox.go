@@ -71,7 +71,7 @@ With CMD, the exit status is CMD's (128+N when signal N killed it).
 		RunE: func(cmd *cobra.Command, args []string) error {
 			// A signal cancels the context; RunSandbox kills what runs in
 			// the cgroup and removes it before we exit.
-			handlesCancel.Store(true)
+			takeCancel()
 			if v1 && v2 {
 				return usageErr("choose one of --v1 and --v2")
 			}

@@ -122,6 +122,7 @@ func writeSnapshot(g *globals, root *hostfs.Root, rec *hostfs.Recorder, out stri
 	if out == "-" {
 		return root.WriteSnapshot(rec, g.stdout, tool)
 	}
+	catchSignals() // before the file exists, for atExit to remove it
 	tmp, err := os.CreateTemp(filepath.Dir(out), ".snapshot-*")
 	if err != nil {
 		return hostfs.SnapshotMeta{}, err

@@ -48,7 +48,7 @@ markdown.`,
 				return err
 			}
 			defer cleanup()
-			tree, inv, err := topo.Read(root, topo.Options{})
+			tree, inv, err := topo.Read(root, topo.Options{LocalCPUs: matrix})
 			if err != nil {
 				return err
 			}

@@ -23,12 +23,19 @@ const topoGolden = "../../testdata/golden/topo"
 // name it (the source of a --root run holds the absolute path).
 func topoOf(t *testing.T, host string, failing ...string) (*report.Topology, *report.AffinityMatrix) {
 	t.Helper()
-	tree, inv, err := topo.Read(hostfs.MustNew(hosts+host), topo.Options{Failing: failing})
+	// As the command reads them: the matrix with the local CPUs, the
+	// tree without.
+	root := hostfs.MustNew(hosts + host)
+	tree, inv, err := topo.Read(root, topo.Options{Failing: failing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mtree, _, err := topo.Read(root, topo.Options{Failing: failing, LocalCPUs: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	src := "fixture " + host
-	return TopologyReport(tree, inv, src), MatrixReport(tree, src)
+	return TopologyReport(tree, inv, src), MatrixReport(mtree, src)
 }
 
 func goldenFile(t *testing.T, name string, got []byte) {

@@ -43,9 +43,10 @@ type Dir struct {
 	// then followed, then its text checked.
 	link struct{ name, target string }
 	// kern is whether fd is on a kernel tree (sysfs, procfs, cgroupfs),
-	// sysfs whether on sysfs; fsKnown says they were looked up (lazily: a
-	// Dir only listed never asks).
-	kern, sysfs, fsKnown bool
+	// sysfs whether on sysfs; closed whether the directory is one that no
+	// one but root and this process's user can change (closedDir); fsKnown
+	// says they were looked up (lazily: a Dir only listed never asks).
+	kern, sysfs, closed, fsKnown bool
 }
 
 type dirent struct {
@@ -83,6 +84,59 @@ func (r *Root) OpenDir(p string) (*Dir, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// ResolveDir is Resolve(p) and then OpenDir of the path it gave, with the
+// answers of those two calls: real and err are Resolve's (when err is set
+// nothing was opened), d and dirErr OpenDir's. A device's directory is
+// reached through its link in /sys/bus/pci/devices: the one open of p
+// that follows the link (inside the root, as Resolve's own does) is kept
+// as the Dir's fd, where the two calls would resolve the whole path twice
+// (an open of the link and then one of the eight components it leads to:
+// BenchmarkResolveDir). Any failure of that open, and a recording root
+// (whose snapshot needs what each call records), take the two calls.
+func (r *Root) ResolveDir(p string) (real string, d *Dir, dirErr, err error) {
+	cp, err := clean(p)
+	if err != nil || r.recorder() != nil {
+		return r.resolveThenOpen(p)
+	}
+	fd, err := r.open(cp, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return r.resolveThenOpen(p)
+	}
+	real, err = fdPath(fd)
+	if err == nil && !r.live {
+		var ok bool
+		if real, ok = realPrefix(r.real, real); !ok {
+			err = errors.New("outside the root")
+		}
+	}
+	var entries []dirent
+	if err == nil {
+		entries, err = readDirEntries(fd)
+	}
+	if err != nil {
+		unix.Close(fd)
+		return r.resolveThenOpen(p)
+	}
+	d = &Dir{r: r, path: real, fd: fd, entries: entries}
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.name
+	}
+	if d.names, dirErr = r.mergeListing(real, real, names, nil); dirErr != nil {
+		d.Close()
+		return real, nil, dirErr, nil
+	}
+	return real, d, nil, nil
+}
+
+func (r *Root) resolveThenOpen(p string) (real string, d *Dir, dirErr, err error) {
+	if real, err = r.Resolve(p); err != nil {
+		return "", nil, nil, err
+	}
+	d, dirErr = r.OpenDir(real)
+	return real, d, dirErr, nil
 }
 
 // Names is the directory's listing, sorted; the caller must not change it.
@@ -141,7 +195,7 @@ func (d *Dir) readFile(name string, limit int64, attr bool) ([]byte, error) {
 		// the listing, or a link: the root resolves it.
 		return d.r.ReadFileLimit(path.Join(d.path, name), limit)
 	}
-	fd, st, err := d.openRegular(name)
+	fd, st, err := d.openRegular(name, e.typ)
 	if errors.Is(err, errFollow) {
 		return d.r.ReadFileLimit(path.Join(d.path, name), limit)
 	}
@@ -179,28 +233,45 @@ var errFollow = errors.New("a symlink: resolved by the root")
 //     fstat checks after the open that it is a regular file. This holds
 //     for a tree's kernel mounts as for the live host's (a pod's /host/sys
 //     is the host's sysfs);
+//   - in a closed directory (closedDir: on a local disk or tmpfs, owned
+//     by root or by this process's user, and writable by no one else),
+//     an entry the listing called a regular file (d_type DT_REG) is
+//     opened directly too, with the same flags and the same fstat after.
+//     The listing cannot have gone stale under us: replacing an entry
+//     (rename, unlink, mknod, mkfifo) needs write permission on the
+//     directory (fs/namei.c, may_delete and may_create), which only root
+//     and the owner have, and an inode never changes its type. What
+//     could stand at the name instead is a mount, which RESOLVE_NO_XDEV
+//     refuses. This is every tree this tool unpacks and most trees a
+//     user copies;
 //   - elsewhere, an O_PATH open of the name, fstat, and a reopen of that
 //     very inode through /proc/self/fd (reopenRegular): the entry the
 //     listing called a file may be anything by now, and only an O_PATH
-//     open looks at it without opening it.
+//     open looks at it without opening it. The reopen is half the cost
+//     of a read (BenchmarkDirReadFileOpen's dir-file and closed-file).
 //
-// A symlink is errFollow on both: O_NOFOLLOW makes it ELOOP (a direct
-// open) or an O_PATH fd of the link itself.
-func (d *Dir) openRegular(name string) (fd int, st unix.Stat_t, err error) {
+// A symlink is errFollow on all three: O_NOFOLLOW makes it ELOOP (a
+// direct open) or an O_PATH fd of the link itself.
+func (d *Dir) openRegular(name string, typ uint8) (fd int, st unix.Stat_t, err error) {
 	if !d.fsKnown {
 		var sfs unix.Statfs_t
 		if unix.Fstatfs(d.fd, &sfs) == nil {
 			d.kern = kernelFS[int64(sfs.Type)]
 			d.sysfs = sfs.Type == unix.SYSFS_MAGIC
+			if localFS[int64(sfs.Type)] {
+				var dst unix.Stat_t
+				d.closed = unix.Fstat(d.fd, &dst) == nil && closedDir(dst, unix.Geteuid())
+			}
 		}
 		d.fsKnown = true
 	}
-	if d.kern && !noOpenat2 && openat2Works() {
+	if (d.kern || d.closed && typ == unix.DT_REG) && !noOpenat2 && openat2Works() {
 		// The directory's file system was checked once, above, and the
-		// kernel's trees hold no device node, FIFO or socket. What else
-		// can stand at the name is a mount over it (runc bind-mounts
-		// /dev/null over /proc/kcore; lxcfs puts FUSE files over
-		// /proc/meminfo): RESOLVE_NO_XDEV refuses to cross into it
+		// kernel's trees hold no device node, FIFO or socket; a closed
+		// directory's entry is still the regular file it was listed as.
+		// What else can stand at the name is a mount over it (runc
+		// bind-mounts /dev/null over /proc/kcore; lxcfs puts FUSE files
+		// over /proc/meminfo): RESOLVE_NO_XDEV refuses to cross into it
 		// before anything is opened, and that name takes the O_PATH
 		// path below.
 		const flags = unix.O_RDONLY | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC | unix.O_NOFOLLOW
@@ -241,6 +312,27 @@ func (d *Dir) openRegular(name string) (fd int, st unix.Stat_t, err error) {
 		return -1, st, errFollow
 	}
 	return reopenStat(pfd, st)
+}
+
+// localFS are the file systems whose directories may be closed
+// (closedDir): local disks and tmpfs, which keep a directory's owner and
+// mode as the kernel checks them (statfs(2) magic numbers,
+// include/uapi/linux/magic.h). Network and FUSE file systems are not
+// among them: their servers decide what an entry is when it is opened.
+var localFS = map[int64]bool{
+	unix.EXT4_SUPER_MAGIC:  true, // ext2, ext3 and ext4 share it
+	unix.XFS_SUPER_MAGIC:   true,
+	unix.BTRFS_SUPER_MAGIC: true,
+	unix.TMPFS_MAGIC:       true,
+}
+
+// closedDir: a directory that only root and the user euid can change. A
+// directory's group and other write bits are the only way anyone else gets
+// to write it: with a POSIX ACL the group bits are the ACL's mask, which
+// bounds every named user's and group's entry (acl(5)).
+func closedDir(st unix.Stat_t, euid int) bool {
+	return st.Mode&unix.S_IFMT == unix.S_IFDIR && st.Mode&0o022 == 0 &&
+		(st.Uid == 0 || int64(st.Uid) == int64(euid))
 }
 
 func openatRetry(dirfd int, name string, flags int) (int, error) {

@@ -441,8 +441,10 @@ func BenchmarkDirReadFile(b *testing.B) {
 }
 
 // BenchmarkDirReadFileOpen splits BenchmarkDirReadFile: one attribute by
-// name in a directory held open, the same by its whole path from the
-// root, and the OpenDir (open, list, close) a Dir costs once.
+// name in a directory held open (closed to others: a direct open), the
+// same in a directory others may write (an O_PATH open and a reopen), the
+// same by its whole path from the root, and the OpenDir (open, list,
+// close) a Dir costs once.
 func BenchmarkDirReadFileOpen(b *testing.B) {
 	dir := b.TempDir()
 	const rel = "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0"
@@ -460,6 +462,24 @@ func BenchmarkDirReadFileOpen(b *testing.B) {
 	}
 	defer d.Close()
 	b.Run("dir-file", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := d.ReadFileLimit("vendor", 1<<16); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// The same directory open to others' writes: each read takes the
+	// O_PATH open and the reopen (closedDir).
+	b.Run("open-dir-file", func(b *testing.B) {
+		if err := os.Chmod(filepath.Dir(p), 0o777); err != nil {
+			b.Fatal(err)
+		}
+		defer os.Chmod(filepath.Dir(p), 0o755)
+		d, err := r.OpenDir("/" + rel)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer d.Close()
 		for b.Loop() {
 			if _, err := d.ReadFileLimit("vendor", 1<<16); err != nil {
 				b.Fatal(err)
@@ -548,4 +568,187 @@ func TestDirKernelTreeMountOverAName(t *testing.T) {
 	if got := w.opened(); len(got) != 0 {
 		t.Errorf("opened the FIFO mounted over a kernel tree's name: %q", got)
 	}
+}
+
+// TestClosedDir: the directories whose listing a Dir trusts until it
+// opens an entry.
+func TestClosedDir(t *testing.T) {
+	const me = 1000
+	for _, c := range []struct {
+		mode uint32
+		uid  uint32
+		want bool
+	}{
+		{unix.S_IFDIR | 0o755, 0, true},
+		{unix.S_IFDIR | 0o700, me, true},
+		{unix.S_IFDIR | 0o555, me, true},
+		{unix.S_IFDIR | 0o775, 0, false},    // the group may write
+		{unix.S_IFDIR | 0o757, 0, false},    // anyone may write
+		{unix.S_IFDIR | 0o1777, 0, false},   // /tmp: sticky, still others' names
+		{unix.S_IFDIR | 0o755, 1001, false}, // another user's
+		{unix.S_IFREG | 0o644, 0, false},    // not a directory
+		{unix.S_IFDIR | unix.S_ISGID | 0o755, me, true},
+	} {
+		if got := closedDir(unix.Stat_t{Mode: c.mode, Uid: c.uid}, me); got != c.want {
+			t.Errorf("closedDir(mode %o, uid %d) = %v, want %v", c.mode, c.uid, got, c.want)
+		}
+	}
+}
+
+// TestDirStaleListing: a name listed as a regular file and replaced by a
+// FIFO before it is read. In a directory others may write, the Dir does
+// not trust its listing: ErrNotRegular, and the FIFO is never opened. In
+// a closed one (only root and the owner could have replaced it, and the
+// owner did), the listing is trusted and the direct open meets the FIFO:
+// fstat refuses it, unread. The second half pins which directories take
+// the direct open.
+func TestDirStaleListing(t *testing.T) {
+	if !openat2Works() {
+		t.Skip("this kernel has no openat2: every read takes the O_PATH path")
+	}
+	for _, c := range []struct {
+		name   string
+		mode   os.FileMode
+		opened bool
+	}{
+		{"open to others", 0o777, false},
+		{"closed", 0o755, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			sub := filepath.Join(dir, "d")
+			if err := os.Mkdir(sub, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			var sfs unix.Statfs_t
+			if err := unix.Statfs(sub, &sfs); err != nil || !localFS[int64(sfs.Type)] {
+				t.Skipf("the temp directory is not on a local file system (statfs type %#x, %v)", sfs.Type, err)
+			}
+			if err := os.Chmod(sub, c.mode); err != nil {
+				t.Fatal(err)
+			}
+			f := filepath.Join(sub, "f")
+			if err := os.WriteFile(f, []byte("x\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			d, err := MustNew(dir).OpenDir("/d")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			if !slices.Contains(d.Names(), "f") {
+				t.Fatalf("listing %q", d.Names())
+			}
+			fifo := filepath.Join(dir, "fifo")
+			if err := unix.Mkfifo(fifo, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(fifo, f); err != nil {
+				t.Fatal(err)
+			}
+			w := newWatch(t, sub)
+			if _, err := d.ReadFileLimit("f", 1<<10); !errors.Is(err, ErrNotRegular) {
+				t.Errorf("ReadFileLimit(f) after the swap: %v, want ErrNotRegular", err)
+			}
+			got := slices.DeleteFunc(w.opened(), func(n string) bool { return n == "" })
+			if opened := slices.Contains(got, "f"); opened != c.opened {
+				t.Errorf("the FIFO opened: %v, want %v (events %q)", opened, c.opened, got)
+			}
+		})
+	}
+}
+
+// TestResolveDirAnswersAsTheTwoCalls: ResolveDir of every entry of a
+// hostile directory (links to directories, into the manifest, out of the
+// root, dangling and looping; files; a directory), and of names that are
+// not entries, gives what Resolve and then OpenDir of its answer give:
+// the path, the error, the listing, and a Dir that reads as that one
+// does. On both resolvers, with a manifest and while a snapshot records.
+func TestResolveDirAnswersAsTheTwoCalls(t *testing.T) {
+	bothResolvers(t, func(t *testing.T) {
+		dir, m := dirTree(t)
+		for _, c := range []struct {
+			name   string
+			root   *Root
+			record bool
+		}{
+			{"tree", MustNew(dir), false},
+			{"manifest", MustNew(dir, WithManifest(m)), false},
+			{"recording", MustNew(dir, WithManifest(m)), true},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				if c.record {
+					c.root.Record()
+				}
+				names := append(dirNames(t, c.root, "/sys/dev/f"), "../link-to-drivers", "../../dev")
+				for _, name := range names {
+					p := path.Join("/sys/dev/f", name)
+					wreal, werr := c.root.Resolve(p)
+					var wd *Dir
+					var wderr error
+					if werr == nil {
+						wd, wderr = c.root.OpenDir(wreal)
+					}
+					real, d, derr, err := c.root.ResolveDir(p)
+					if real != wreal || errText(err) != errText(werr) || errText(derr) != errText(wderr) {
+						t.Errorf("ResolveDir(%s) = %q, %v, %v; Resolve and OpenDir say %q, %v, %v", p, real, derr, err, wreal, wderr, werr)
+					}
+					if (d == nil) != (wd == nil) {
+						t.Errorf("ResolveDir(%s): a Dir %v, OpenDir's %v", p, d != nil, wd != nil)
+						continue
+					}
+					if d == nil {
+						continue
+					}
+					if d.Path() != wd.Path() || !slices.Equal(d.Names(), wd.Names()) {
+						t.Errorf("ResolveDir(%s): %s %q; OpenDir: %s %q", p, d.Path(), d.Names(), wd.Path(), wd.Names())
+					}
+					for _, n := range d.Names() {
+						b, err := d.ReadFileLimit(n, 64)
+						wb, werr := wd.ReadFileLimit(n, 64)
+						if !bytes.Equal(b, wb) || errText(err) != errText(werr) {
+							t.Errorf("ResolveDir(%s): ReadFileLimit(%s) = %q, %v; OpenDir's Dir: %q, %v", p, n, b, err, wb, werr)
+						}
+					}
+					d.Close()
+					wd.Close()
+				}
+			})
+		}
+	})
+}
+
+// BenchmarkResolveDir: a device's directory reached through its bus link,
+// the two calls against ResolveDir's one open.
+func BenchmarkResolveDir(b *testing.B) {
+	dir := b.TempDir()
+	const rel = "sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0"
+	tree(b, dir, map[string]string{
+		rel + "/vendor":                    "0x10de\n",
+		"sys/bus/pci/devices/0000:03:00.0": "->../../../devices/pci0000:00/0000:00:01.0/0000:01:00.0/0000:02:00.0/0000:03:00.0",
+	})
+	r := MustNew(dir)
+	const bus = "/sys/bus/pci/devices/0000:03:00.0"
+	b.Run("Resolve+OpenDir", func(b *testing.B) {
+		for b.Loop() {
+			real, err := r.Resolve(bus)
+			if err != nil {
+				b.Fatal(err)
+			}
+			d, err := r.OpenDir(real)
+			if err != nil {
+				b.Fatal(err)
+			}
+			d.Close()
+		}
+	})
+	b.Run("ResolveDir", func(b *testing.B) {
+		for b.Loop() {
+			_, d, derr, err := r.ResolveDir(bus)
+			if err != nil || derr != nil {
+				b.Fatal(err, derr)
+			}
+			d.Close()
+		}
+	})
 }

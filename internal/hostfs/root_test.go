@@ -21,7 +21,7 @@ import (
 
 // tree writes files ("path": "content") and symlinks ("path": "->target")
 // under dir.
-func tree(t *testing.T, dir string, entries map[string]string) {
+func tree(t testing.TB, dir string, entries map[string]string) {
 	t.Helper()
 	files, links := map[string]string{}, map[string]string{}
 	for p, c := range entries {

@@ -444,7 +444,13 @@ func (c *Config) body(cp Cap, n int) ([]byte, error) {
 // holds the problems beyond the header.
 func ReadConfig(root *hostfs.Root, d *Device) (*Config, error) {
 	p := d.AttrPath(ConfigAttr)
-	b, err := root.ReadFileLimit(p, ConfigExpSize)
+	var b []byte
+	var err error
+	if d.config != nil {
+		b, err = d.config.b, d.config.err // read by the scan (FieldBridgeConfig)
+	} else {
+		b, err = root.ReadFileLimit(p, ConfigExpSize)
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, &AttrError{Attr: ConfigAttr, Path: p, Problem: Absent, Err: err}

@@ -2,12 +2,14 @@ package pci
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 )
@@ -20,8 +22,10 @@ func fieldOf(attr string) Fields {
 		return FieldSubsystem
 	case attr == "revision":
 		return FieldRevision
-	case attr == "numa_node" || attr == "local_cpulist" || attr == "local_cpus":
+	case attr == "numa_node":
 		return FieldLocality
+	case attr == "local_cpulist" || attr == "local_cpus":
+		return FieldLocalCPUs
 	case attr == "driver":
 		return FieldDriver
 	case attr == "iommu_group":
@@ -49,7 +53,10 @@ func only(d *Device, f Fields) *Device {
 		c.Present &^= HasRevision
 	}
 	if f&FieldLocality == 0 {
-		c.NUMANode, c.LocalCPUs, c.LocalCPUMask = nil, "", ""
+		c.NUMANode = nil
+	}
+	if f&FieldLocalCPUs == 0 {
+		c.LocalCPUs, c.LocalCPUMask = "", ""
 	}
 	if f&FieldDriver == 0 {
 		c.Driver = ""
@@ -118,9 +125,13 @@ func TestScanFieldsReadsWhatItIsAsked(t *testing.T) {
 	})
 }
 
+// errText compares errors by their text.
+var errText = cmp.Comparer(func(a, b error) bool { return fmt.Sprint(a) == fmt.Sprint(b) })
+
 func checkFields(t *testing.T, dirs []string) {
 	sets := []Fields{0, FieldSubsystem | FieldRevision, FieldLocality | FieldDriver | FieldIOMMUGroup | FieldPhysFn | FieldLink,
-		FieldSRIOV, FieldDriver, FieldNames, FieldSubsystem | FieldNames, AllFields &^ FieldNames, AllFields}
+		FieldSRIOV, FieldDriver, FieldNames, FieldSubsystem | FieldNames, FieldLocalCPUs, FieldLocality | FieldBridgeConfig,
+		AllFields &^ FieldNames, AllFields, AllFields | FieldBridgeConfig}
 	scanned := 0
 	for _, dir := range dirs {
 		root := hostfs.MustNew(dir)
@@ -144,8 +155,23 @@ func checkFields(t *testing.T, dirs []string) {
 				t.Fatalf("%s %b: %d functions, the whole scan %d", dir, f, len(part.Devices), len(full.Devices))
 			}
 			for i, d := range full.Devices {
-				if diff := cmp.Diff(only(d, f), part.Devices[i], cmp.Comparer(func(a, b error) bool { return a.Error() == b.Error() })); diff != "" {
+				p := part.Devices[i]
+				if diff := cmp.Diff(only(d, f), p, errText, cmpopts.IgnoreUnexported(Device{})); diff != "" {
 					t.Errorf("%s %s, fields %b (-whole scan, masked +ScanFields):\n%s", filepath.Base(dir), d.Address, f, diff)
+				}
+				// A bridge's config space read by the scan is what
+				// ReadConfig reads through the root; nothing else's is
+				// read.
+				read := f&FieldBridgeConfig != 0 && p.Has(HasClass) && IsBridgeClass(p.Class)
+				if (p.config != nil) != read {
+					t.Errorf("%s %s, fields %b: config read by the scan: %v, want %v", filepath.Base(dir), d.Address, f, p.config != nil, read)
+				}
+				if read {
+					want, werr := ReadConfig(root, d)
+					got, gerr := ReadConfig(root, p)
+					if diff := cmp.Diff(want, got, errText); diff != "" || fmt.Sprint(werr) != fmt.Sprint(gerr) {
+						t.Errorf("%s %s: ReadConfig after the scan: %v, through the root: %v\n%s", filepath.Base(dir), d.Address, gerr, werr, diff)
+					}
 				}
 			}
 		}
@@ -172,7 +198,7 @@ func TestLoadNamesAfterTheScan(t *testing.T) {
 			t.Fatalf("%s: names without FieldNames: %q %q", host, later.IDsPath, later.Devices[0].VendorName)
 		}
 		later.LoadNames(root)
-		if diff := cmp.Diff(full, later, cmp.Comparer(func(a, b error) bool { return a.Error() == b.Error() })); diff != "" {
+		if diff := cmp.Diff(full, later, errText, cmpopts.IgnoreUnexported(Device{})); diff != "" {
 			t.Errorf("%s: (-Scan +ScanFields then LoadNames)\n%s", host, diff)
 		}
 	}

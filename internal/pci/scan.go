@@ -101,6 +101,17 @@ type Device struct {
 	// error resolving or listing the device's directory. They never stop
 	// the scan.
 	Errors []error
+
+	// config is the config space a FieldBridgeConfig scan read, for
+	// ReadConfig; nil when it was not read.
+	config *configRead
+}
+
+// configRead is one read of a function's config attribute: the bytes, or
+// the error.
+type configRead struct {
+	b   []byte
+	err error
 }
 
 // Has reports whether the given ids were read.
@@ -170,16 +181,21 @@ type Fields uint16
 const (
 	FieldSubsystem  Fields = 1 << iota // subsystem ids (or the modalias) and SubsystemName
 	FieldRevision                      // revision
-	FieldLocality                      // numa_node, local_cpulist (or local_cpus)
+	FieldLocality                      // numa_node
+	FieldLocalCPUs                     // local_cpulist (or local_cpus)
 	FieldDriver                        // the driver link
 	FieldIOMMUGroup                    // the iommu_group link
 	FieldPhysFn                        // a VF's physfn link (IsVF)
 	FieldSRIOV                         // a PF's sriov_totalvfs, sriov_numvfs and virtfnN links
 	FieldLink                          // current and maximum link speed and width
 	FieldNames                         // the pci.ids names (Inventory.LoadNames)
+	// FieldBridgeConfig reads a bridge's config space (IsBridgeClass)
+	// during the scan, beside its other attributes, for ReadConfig to
+	// answer from: topo reads every bridge's.
+	FieldBridgeConfig
 
 	// AllFields is the whole inventory: what Scan reads.
-	AllFields = FieldSubsystem | FieldRevision | FieldLocality | FieldDriver | FieldIOMMUGroup | FieldPhysFn | FieldSRIOV | FieldLink | FieldNames
+	AllFields = FieldSubsystem | FieldRevision | FieldLocality | FieldLocalCPUs | FieldDriver | FieldIOMMUGroup | FieldPhysFn | FieldSRIOV | FieldLink | FieldNames
 )
 
 // Scan reads every PCI function under /sys/bus/pci/devices, every field.
@@ -298,7 +314,7 @@ func nameDevice(ids *IDs, d *Device, f Fields) {
 // that evidence names the device's real place in the tree.
 func scanDevice(root *hostfs.Root, a Address, busPath string, f Fields) *Device {
 	d := &Device{Address: a, BusPath: busPath, Path: busPath}
-	real, err := root.Resolve(busPath)
+	real, dir, dirErr, err := root.ResolveDir(busPath)
 	if err != nil {
 		// A loop or a dangling link: nothing below it can be read.
 		d.Errors = append(d.Errors, fmt.Errorf("resolve %s: %w", busPath, err))
@@ -306,11 +322,14 @@ func scanDevice(root *hostfs.Root, a Address, busPath string, f Fields) *Device 
 	}
 	d.Path = real
 	d.Bridges = bridgeChain(real, a)
-	r := newDevReader(root, d)
+	r := newDevReader(root, d, dir, dirErr)
 	defer r.close()
 	r.readIDs(f)
-	if f&FieldLocality != 0 {
-		r.readLocality()
+	if f&FieldBridgeConfig != 0 && d.Has(HasClass) && IsBridgeClass(d.Class) {
+		r.readConfig()
+	}
+	if f&(FieldLocality|FieldLocalCPUs) != 0 {
+		r.readLocality(f)
 	}
 	if f&FieldDriver != 0 {
 		r.readDriver()
@@ -338,11 +357,12 @@ type devReader struct {
 	names []string
 }
 
-func newDevReader(root *hostfs.Root, d *Device) *devReader {
+// newDevReader reads d through dir, its directory as Root.ResolveDir
+// opened it (nil, with the error dirErr, when it could not be listed).
+func newDevReader(root *hostfs.Root, d *Device, dir *hostfs.Dir, dirErr error) *devReader {
 	r := &devReader{root: root, d: d}
-	dir, err := root.OpenDir(d.Path)
-	if err != nil {
-		d.Errors = append(d.Errors, err)
+	if dirErr != nil {
+		d.Errors = append(d.Errors, dirErr)
 		return r
 	}
 	r.dir, r.names = dir, dir.Names()
@@ -500,9 +520,14 @@ func (r *devReader) readIDs(f Fields) {
 	d.Present |= HasSubsystem
 }
 
-func (r *devReader) readLocality() {
+func (r *devReader) readLocality(f Fields) {
 	// numa_node: dev_to_node(), -1 for NUMA_NO_NODE (drivers/pci/pci-sysfs.c).
-	r.d.NUMANode = r.dec("numa_node", -1, 1<<16)
+	if f&FieldLocality != 0 {
+		r.d.NUMANode = r.dec("numa_node", -1, 1<<16)
+	}
+	if f&FieldLocalCPUs == 0 {
+		return
+	}
 	if s, ok := r.read("local_cpulist", false); ok {
 		r.d.LocalCPUs = s
 	} else if s, ok := r.read("local_cpus", false); ok {
@@ -620,6 +645,32 @@ func (r *devReader) readIOMMUGroup() {
 		return
 	}
 	r.d.IOMMUGroup = &v
+}
+
+// IsBridgeClass reports whether a class code (0xCCSSPP) is a bridge's
+// whose secondary side holds more functions (PCI Code and ID Assignment
+// Specification, base class 0x06): PCI-to-PCI (every PCIe port is one),
+// CardBus, and semi-transparent PCI-to-PCI.
+func IsBridgeClass(class uint32) bool {
+	switch class >> 8 {
+	case 0x0604, 0x0607, 0x0609:
+		return true
+	}
+	return false
+}
+
+// readConfig reads the config attribute for ReadConfig, as ReadConfig
+// would through the root.
+func (r *devReader) readConfig() {
+	c := &configRead{}
+	if r.dir == nil {
+		c.b, c.err = r.root.ReadFileLimit(r.d.AttrPath(ConfigAttr), ConfigExpSize)
+	} else {
+		// Not ReadAttr: config is a binary attribute, read by the
+		// driver's method (pci_read_config in drivers/pci/pci-sysfs.c).
+		c.b, c.err = r.dir.ReadFileLimit(ConfigAttr, ConfigExpSize)
+	}
+	r.d.config = c
 }
 
 // readSRIOV reads the PF's VF counts and virtfnN links, and a VF's physfn

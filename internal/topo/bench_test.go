@@ -18,7 +18,7 @@ import (
 func BenchmarkTopo(b *testing.B) {
 	root := hostfs.MustNew(hosts + "hgx-h100x8-vfio")
 	for b.Loop() {
-		tree, inv, err := Read(root, Options{})
+		tree, inv, err := Read(root, Options{LocalCPUs: true})
 		if err != nil || len(inv.Devices) != 68 {
 			b.Fatalf("%v: %d functions", err, len(inv.Devices))
 		}
@@ -64,7 +64,7 @@ func BenchmarkTopoVECapture(b *testing.B) {
 	})
 	b.Run("Read+Matrix", func(b *testing.B) {
 		for b.Loop() {
-			tree, _, err := Read(root, Options{})
+			tree, _, err := Read(root, Options{LocalCPUs: true})
 			if err != nil {
 				b.Fatal(err)
 			}

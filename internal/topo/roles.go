@@ -7,14 +7,6 @@ import (
 	"github.com/accel-doctor/accel-doctor/internal/pci"
 )
 
-// Bridge class codes (PCI Code and ID Assignment Specification, base
-// class 0x06): the functions whose secondary side holds more functions.
-const (
-	classPCIBridge     = 0x0604 // PCI-to-PCI bridge (every PCIe port is one)
-	classCardBusBridge = 0x0607
-	classSemiPCIBridge = 0x0609 // semi-transparent PCI-to-PCI bridge
-)
-
 // isBridge reports whether a function is a bridge: its class says so, or
 // functions sit below it in sysfs (the kernel nests a function under the
 // bridge whose secondary bus it is on, whatever a damaged class reads).
@@ -31,11 +23,7 @@ func isBridge(n *Node) bool {
 	if d == nil || !d.Has(pci.HasClass) {
 		return false
 	}
-	switch d.Class >> 8 {
-	case classPCIBridge, classCardBusBridge, classSemiPCIBridge:
-		return true
-	}
-	return false
+	return pci.IsBridgeClass(d.Class)
 }
 
 // assignRoles gives each function below n its role, parents first (the

@@ -215,22 +215,40 @@ type Options struct {
 	// Failing are the subjects of failed checks; those that are PCI
 	// addresses (or host bridge IDs, pciDDDD:BB) mark their nodes.
 	Failing []string
+	// LocalCPUs reads each function's local CPUs (Read): what
+	// Node.LocalCPUs and the matrix's CPU affinity show.
+	LocalCPUs bool
 }
 
 // Fields are what a tree shows of each function beyond its ids: the
-// driver, NUMA node and local CPUs, IOMMU group, link, and whether it is
-// an SR-IOV VF. Read scans only these (subsystem ids, revision and VF
-// counts are not shown and not read).
-const Fields = pci.FieldLocality | pci.FieldDriver | pci.FieldIOMMUGroup | pci.FieldPhysFn | pci.FieldLink | pci.FieldNames
+// driver, NUMA node, IOMMU group, link, and whether it is an SR-IOV VF;
+// and each bridge's config space, read beside the rest, for its role.
+// Read scans only these (subsystem ids, revision and VF counts are not
+// shown and not read), and the local CPUs when Options.LocalCPUs asks (the
+// matrix shows them).
+const Fields = pci.FieldLocality | pci.FieldDriver | pci.FieldIOMMUGroup | pci.FieldPhysFn | pci.FieldLink | pci.FieldNames | pci.FieldBridgeConfig
 
 // Read scans the PCI inventory of root (the Fields of each function) and
 // builds its tree.
 func Read(root *hostfs.Root, o Options) (*Tree, *pci.Inventory, error) {
-	inv, err := pci.ScanFields(root, Fields)
+	f := Fields
+	if o.LocalCPUs {
+		f |= pci.FieldLocalCPUs
+	}
+	inv, err := pci.ScanFields(root, f&^pci.FieldNames)
 	if err != nil {
 		return nil, nil, err
 	}
-	return Build(root, inv, o), inv, nil
+	// The names are the drawing's, not the tree's (Build reads no name and
+	// no field LoadNames writes): pci.ids is read beside the building.
+	named := make(chan struct{})
+	go func() {
+		defer close(named)
+		inv.LoadNames(root)
+	}()
+	t := Build(root, inv, o)
+	<-named
+	return t, inv, nil
 }
 
 // Lookup returns the node of the function at a, or nil.

@@ -201,7 +201,7 @@ func TestRolesFromChainUnprivileged(t *testing.T) {
 // TestMatrixH100x8: the HGX-shaped fixture has one GPU per switch, one
 // ConnectX-7 beside GPU0, four root complexes per NUMA node.
 func TestMatrixH100x8(t *testing.T) {
-	tree := readFixture(t, "nvidia-h100x8", Options{})
+	tree := readFixture(t, "nvidia-h100x8", Options{LocalCPUs: true})
 	m := tree.Matrix()
 	want := []string{"GPU0", "GPU1", "GPU2", "GPU3", "GPU4", "GPU5", "GPU6", "GPU7", "NIC0"}
 	if strings.Join(m.Labels, " ") != strings.Join(want, " ") {
@@ -529,9 +529,10 @@ func deref[T any](p *T) any {
 	return *p
 }
 
-// TestReadShowsWhatTheWholeScanShows: Read scans only Fields, and the tree
-// it builds shows every fixture host exactly as a tree built from the
-// whole inventory does.
+// TestReadShowsWhatTheWholeScanShows: Read scans only Fields (and the
+// local CPUs when asked), and the tree it builds shows every fixture host
+// exactly as a tree built from the whole inventory does (without the local
+// CPUs when they were not asked for).
 func TestReadShowsWhatTheWholeScanShows(t *testing.T) {
 	syss, _ := filepath.Glob(hosts + "*/sys")
 	if len(syss) < 3 {
@@ -549,17 +550,38 @@ func checkReadFields(t *testing.T, dir string) {
 	if err != nil {
 		return // no PCI bus: Read fails the same way
 	}
-	tree, inv, err := Read(root, Options{Failing: []string{"0000:00:00.0"}})
-	if err != nil {
-		t.Fatalf("%s: %v", dir, err)
+	o := Options{Failing: []string{"0000:00:00.0"}}
+	want := shown(Build(root, full, o))
+	// Without the local CPUs, the tree is the whole scan's with none.
+	noCPUs := *full
+	noCPUs.Devices = nil
+	for _, d := range full.Devices {
+		c := *d
+		c.LocalCPUs, c.LocalCPUMask = "", ""
+		noCPUs.Devices = append(noCPUs.Devices, &c)
 	}
-	if inv.Fields != Fields {
-		t.Errorf("%s: Read scanned %b, not Fields", dir, inv.Fields)
-	}
-	if got, want := shown(tree), shown(Build(root, full, Options{Failing: []string{"0000:00:00.0"}})); got != want {
-		t.Errorf("%s: the tree of Read differs from the whole scan's:\n%s\nwant\n%s", filepath.Base(dir), got, want)
-	}
-	if fmt.Sprint(inv.Errors) != fmt.Sprint(full.Errors) {
-		t.Errorf("%s: scan errors %v, the whole scan's %v", filepath.Base(dir), inv.Errors, full.Errors)
+	wantNoCPUs := shown(Build(root, &noCPUs, o))
+	for _, c := range []struct {
+		cpus   bool
+		fields pci.Fields
+		want   string
+	}{
+		{false, Fields, wantNoCPUs},
+		{true, Fields | pci.FieldLocalCPUs, want},
+	} {
+		o.LocalCPUs = c.cpus
+		tree, inv, err := Read(root, o)
+		if err != nil {
+			t.Fatalf("%s: %v", dir, err)
+		}
+		if inv.Fields != c.fields {
+			t.Errorf("%s: Read scanned %b, not %b", dir, inv.Fields, c.fields)
+		}
+		if got := shown(tree); got != c.want {
+			t.Errorf("%s, local CPUs %v: the tree of Read differs from the whole scan's:\n%s\nwant\n%s", filepath.Base(dir), c.cpus, got, c.want)
+		}
+		if fmt.Sprint(inv.Errors) != fmt.Sprint(full.Errors) {
+			t.Errorf("%s: scan errors %v, the whole scan's %v", filepath.Base(dir), inv.Errors, full.Errors)
+		}
 	}
 }
