@@ -13,9 +13,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -54,6 +56,13 @@ func main() {
 		fail(err)
 	}
 	goBuild(".", empty, dir)
+	// Each binary is timed as an install leaves it: written with write(2)
+	// (a download, a copy, an image layer). A file the linker has just
+	// written is slower to start, by about 1 ms here, until its pages are
+	// written back and dropped (measured: the same bytes, copied, start
+	// 1.1 ms sooner in the same run), which no installed binary is.
+	*bin = installed(*bin, filepath.Join(dir, "installed-accel-doctor"))
+	empty = installed(empty, filepath.Join(dir, "installed-empty"))
 	subjects := []*subject{
 		{name: "accel-doctor check (live)", argv: []string{*bin, "check"}},
 		{name: "empty Go binary (func main(){})", argv: []string{empty}},
@@ -86,17 +95,29 @@ func main() {
 		}
 		present = append(present, s)
 	}
-	// Alternate so that a change in machine load hits every tool alike.
+	// Alternate so that a change in machine load hits every tool alike,
+	// in a new order each round, so that no tool always runs after the
+	// same one (after check --snapshot demo, say, whose unpacked tree the
+	// kernel is still freeing). Peak RSS is measured apart, afterwards: a
+	// run under /usr/bin/time is not one to time (nor to follow).
+	order := rand.New(rand.NewPCG(1, uint64(len(present))))
 	for i := 0; i < *runs+1; i++ {
-		for _, s := range present {
-			w, rss, rc := runOnce(s.argv)
+		round := slices.Clone(present)
+		order.Shuffle(len(round), func(a, b int) { round[a], round[b] = round[b], round[a] })
+		for _, s := range round {
+			w, rc := runOnce(s.argv)
 			if i == 0 {
 				continue // warm-up: page cache, first exec
 			}
-			s.wall, s.rss, s.rc = append(s.wall, w), append(s.rss, rss), rc
+			s.wall, s.rc = append(s.wall, w), rc
 		}
 	}
-	fmt.Printf("%d runs each, alternating, after one warm-up run\n\n", *runs)
+	for range rssRuns {
+		for _, s := range present {
+			s.rss = append(s.rss, peakRSS(s.argv))
+		}
+	}
+	fmt.Printf("%d runs each, alternating in a shuffled order, after one warm-up run; peak RSS of %d more\n\n", *runs, rssRuns)
 	fmt.Printf("%-44s %12s %12s %6s\n", "command", "median wall", "peak RSS", "exit")
 	med := map[string]time.Duration{}
 	rss := map[string]int64{}
@@ -119,6 +140,18 @@ func main() {
 	ratio(topoVE, lspciVE)
 	fmt.Println("\ngoals: live check wall <= 0.4 x virt-host-validate, peak RSS <= 12 MiB (the empty binary's ratio is the floor);")
 	fmt.Println("       topo on the 8-VE capture wall <= 0.5 x lspci -tv on it")
+}
+
+// installed copies the executable src to dst with write(2) and returns dst.
+func installed(src, dst string) string {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		fail(err)
+	}
+	if err := os.WriteFile(dst, b, 0o755); err != nil {
+		fail(err)
+	}
+	return dst
 }
 
 // goBuild builds a static binary the way the README does (CGO_ENABLED=0).
@@ -201,7 +234,11 @@ func unpackCapture(archive, dir string) (string, error) {
 	return root, nil
 }
 
-func runOnce(argv []string) (time.Duration, int64, int) {
+// rssRuns are the runs of each command under /usr/bin/time for its peak
+// RSS (the largest is shown).
+const rssRuns = 3
+
+func runOnce(argv []string) (time.Duration, int) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "NO_COLOR=1")
 	start := time.Now()
@@ -213,7 +250,7 @@ func runOnce(argv []string) (time.Duration, int64, int) {
 	} else if err != nil {
 		fail(err)
 	}
-	return wall, peakRSS(argv), rc
+	return wall, rc
 }
 
 // peakRSS runs argv once more under /usr/bin/time, whose fork(2)ed child

@@ -1,13 +1,14 @@
 package hostfs
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -208,7 +209,7 @@ func (d *Dir) readFile(name string, limit int64, attr bool) ([]byte, error) {
 	defer unix.Close(fd)
 	var b []byte
 	if attr && d.sysfs {
-		b, err = readAttrFD(fd, st.Size, limit)
+		b, err = readAttrFD(fd, limit)
 	} else {
 		b, err = readFD(fd, st.Size, limit)
 	}
@@ -376,7 +377,9 @@ func (d *Dir) readlink(name string) (string, error) {
 // readDirEntries lists a directory fd with each entry's type, sorted by
 // name, at most maxDirEntries entries.
 func readDirEntries(fd int) ([]dirent, error) {
-	buf := make([]byte, 8192)
+	bp := direntBufs.Get().(*[8192]byte)
+	defer direntBufs.Put(bp)
+	buf := bp[:]
 	var out []dirent
 	for {
 		n, err := unix.ReadDirent(fd, buf)
@@ -396,9 +399,14 @@ func readDirEntries(fd int) ([]dirent, error) {
 			return nil, fmt.Errorf("more than %d entries", maxDirEntries)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	slices.SortFunc(out, func(a, b dirent) int { return strings.Compare(a.name, b.name) })
 	return out, nil
 }
+
+// direntBufs are getdents64 buffers: a device's directory is listed once
+// per scan, by each of the scan's workers, and a fresh 8 KiB each time is
+// two pages to fault in and zero.
+var direntBufs = sync.Pool{New: func() any { return new([8192]byte) }}
 
 // parseDirents appends the entries of a getdents64(2) buffer, leaving out
 // "." and "..". The layout is struct linux_dirent64
@@ -411,25 +419,29 @@ func parseDirents(buf []byte, out []dirent) ([]dirent, error) {
 		offType   = unsafe.Offsetof(unix.Dirent{}.Type)
 		offName   = unsafe.Offsetof(unix.Dirent{}.Name)
 	)
-	for len(buf) > 0 {
-		if len(buf) < int(offName) {
+	// The names are cut from one copy of the buffer, not copied one by
+	// one: a device's directory holds about 35.
+	all := string(buf)
+	for at := 0; at < len(buf); {
+		rec := buf[at:]
+		if len(rec) < int(offName) {
 			return out, errors.New("getdents64: a record cut short")
 		}
-		reclen := int(*(*uint16)(unsafe.Pointer(&buf[offReclen])))
-		if reclen < int(offName) || reclen > len(buf) {
-			return out, fmt.Errorf("getdents64: record length %d of %d bytes left", reclen, len(buf))
+		reclen := int(*(*uint16)(unsafe.Pointer(&rec[offReclen])))
+		if reclen < int(offName) || reclen > len(rec) {
+			return out, fmt.Errorf("getdents64: record length %d of %d bytes left", reclen, len(rec))
 		}
-		ino := *(*uint64)(unsafe.Pointer(&buf[offIno]))
-		name := buf[offName:reclen]
-		if i := bytes.IndexByte(name, 0); i >= 0 {
+		ino := *(*uint64)(unsafe.Pointer(&rec[offIno]))
+		name := all[at+int(offName) : at+reclen]
+		if i := strings.IndexByte(name, 0); i >= 0 {
 			name = name[:i]
 		}
 		// ino 0 is an entry the file system left empty; unix.ParseDirent
 		// skips it too.
-		if s := string(name); ino != 0 && s != "." && s != ".." && s != "" {
-			out = append(out, dirent{name: s, typ: buf[offType]})
+		if ino != 0 && name != "." && name != ".." && name != "" {
+			out = append(out, dirent{name: name, typ: rec[offType]})
 		}
-		buf = buf[reclen:]
+		at += reclen
 	}
 	return out, nil
 }

@@ -752,3 +752,34 @@ func BenchmarkResolveDir(b *testing.B) {
 		}
 	})
 }
+
+// readAttrFD keeps what one read gave (an empty attribute is empty, not
+// nil), goes on reading an attribute larger than its buffer (64 KiB pages
+// make pages that large), and refuses one past the limit.
+func TestReadAttrFD(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		size  int
+		limit int64
+		err   bool
+	}{{0, 1 << 16, false}, {7, 1 << 16, false}, {attrBufSize - 1, 1 << 16, false}, {attrBufSize, 1 << 16, false},
+		{20000, 1 << 16, false}, {20000, 10000, true}, {100, 100, false}, {101, 100, true}} {
+		p := filepath.Join(dir, "attr")
+		want := bytes.Repeat([]byte("x"), c.size)
+		if err := os.WriteFile(p, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := readAttrFD(fd, c.limit)
+		unix.Close(fd)
+		switch {
+		case c.err && !errors.Is(err, ErrTooLarge):
+			t.Errorf("%d bytes, limit %d: %v, want ErrTooLarge", c.size, c.limit, err)
+		case !c.err && (err != nil || got == nil || !bytes.Equal(got, want)):
+			t.Errorf("%d bytes, limit %d: %d bytes (nil %v), %v", c.size, c.limit, len(got), got == nil, err)
+		}
+	}
+}

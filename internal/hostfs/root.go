@@ -206,14 +206,26 @@ func readFD(fd int, size, limit int64) ([]byte, error) {
 // buffer larger than the attribute can be (show() writes at most a page,
 // and the size sysfs reports is that page), which a read that fills it
 // goes on from.
-func readAttrFD(fd int, size, limit int64) ([]byte, error) {
-	n := int64(512)
-	if size > 0 && size < limit {
-		n = size + 1
-	}
-	b, err := readAllLimit(fdReader(fd), n, limit+1, -1)
-	if err != nil {
+//
+// The read goes into a buffer of the pool, and only what it read is kept:
+// sysfs reports every attribute as a page (4096 bytes), and a buffer of
+// that size per attribute was most of a live scan's garbage.
+func readAttrFD(fd int, limit int64) ([]byte, error) {
+	bp := attrBufs.Get().(*[attrBufSize]byte)
+	defer attrBufs.Put(bp)
+	buf := bp[:min(int64(len(bp)), limit+1)]
+	n, err := fdReader(fd).Read(buf)
+	if err != nil && err != io.EOF {
 		return nil, err
+	}
+	b := make([]byte, n, n+1) // not nil: an empty attribute is read
+	copy(b, buf[:n])
+	if n == len(buf) && int64(n) <= limit {
+		// Filled: a page larger than the buffer (64 KiB pages), read on.
+		b, err = readAllLimitFrom(fdReader(fd), b, limit+1, -1)
+		if err != nil {
+			return nil, err
+		}
 	}
 	if int64(len(b)) > limit {
 		return nil, fmt.Errorf("%w (%d bytes)", ErrTooLarge, limit)
@@ -509,7 +521,17 @@ func hasMeta(s string) bool { return strings.ContainsAny(s, `*?[\`) }
 // that leaves room in the buffer is the end (a sysfs attribute,
 // readAttrFD).
 func readAllLimit(r io.Reader, size, max, whole int64) ([]byte, error) {
-	b := make([]byte, 0, size)
+	return readAllLimitFrom(r, make([]byte, 0, size), max, whole)
+}
+
+// attrBufSize is the pooled buffer of readAttrFD: two pages of 4 KiB, more
+// than any text attribute of such a kernel (show() fills at most a page).
+const attrBufSize = 8192
+
+var attrBufs = sync.Pool{New: func() any { return new([attrBufSize]byte) }}
+
+// readAllLimitFrom is readAllLimit going on after the bytes b holds.
+func readAllLimitFrom(r io.Reader, b []byte, max, whole int64) ([]byte, error) {
 	for int64(len(b)) < max {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)]

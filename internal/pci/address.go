@@ -42,7 +42,17 @@ var errAddress = errors.New("not a PCI address")
 // short "BB:DD.F" that lspci prints without -D (domain 0). Hex digits may
 // be upper or lower case; nothing else is accepted around them.
 func ParseAddress(s string) (Address, error) {
-	bad := func() (Address, error) { return Address{}, fmt.Errorf("%w: %q", errAddress, s) }
+	if a, ok := AddressOf(s); ok {
+		return a, nil
+	}
+	return Address{}, fmt.Errorf("%w: %q", errAddress, s)
+}
+
+// AddressOf is ParseAddress without the error: whether s is an address,
+// for a caller that asks it of every component of a sysfs path (most of
+// which are not) and has no use for why.
+func AddressOf(s string) (Address, bool) {
+	bad := func() (Address, bool) { return Address{}, false }
 	var a Address
 	rest := s
 	if i := strings.IndexByte(rest, ':'); i >= 0 && strings.Count(rest, ":") == 2 {
@@ -68,7 +78,7 @@ func ParseAddress(s string) (Address, error) {
 		return bad()
 	}
 	a.Bus, a.Dev, a.Fn = uint8(bus), uint8(dev), fn-'0'
-	return a, nil
+	return a, true
 }
 
 // hexDigits parses a string made only of hex digits (no sign, no prefix).

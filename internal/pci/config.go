@@ -446,8 +446,8 @@ func ReadConfig(root *hostfs.Root, d *Device) (*Config, error) {
 	p := d.AttrPath(ConfigAttr)
 	var b []byte
 	var err error
-	if d.config != nil {
-		b, err = d.config.b, d.config.err // read by the scan (FieldBridgeConfig)
+	if d.ConfigRead != nil {
+		b, err = d.ConfigRead.Bytes, d.ConfigRead.Err // read by the scan (FieldBridgeConfig)
 	} else {
 		b, err = root.ReadFileLimit(p, ConfigExpSize)
 	}

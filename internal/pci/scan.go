@@ -102,16 +102,16 @@ type Device struct {
 	// the scan.
 	Errors []error
 
-	// config is the config space a FieldBridgeConfig scan read, for
-	// ReadConfig; nil when it was not read.
-	config *configRead
+	// ConfigRead is the config attribute a FieldBridgeConfig scan read,
+	// which ReadConfig answers from; nil when the scan did not read it.
+	ConfigRead *ConfigRead `json:"-"`
 }
 
-// configRead is one read of a function's config attribute: the bytes, or
+// ConfigRead is one read of a function's config attribute: its bytes, or
 // the error.
-type configRead struct {
-	b   []byte
-	err error
+type ConfigRead struct {
+	Bytes []byte
+	Err   error
 }
 
 // Has reports whether the given ids were read.
@@ -275,7 +275,7 @@ func (inv *Inventory) LoadNames(root *hostfs.Root) {
 	seek = slices.Compact(seek)
 	slices.Sort(devices)
 	devices = slices.Compact(devices)
-	ids, p, err := LoadIDs(root, Filter{
+	names, p, err := LoadIDs(root, Filter{
 		Vendor: func(v uint16) bool { _, ok := slices.BinarySearch(seek, v); return ok },
 		Device: func(v, dev uint16) bool {
 			_, ok := slices.BinarySearch(devices, uint32(v)<<16|uint32(dev))
@@ -288,9 +288,9 @@ func (inv *Inventory) LoadNames(root *hostfs.Root) {
 	if err != nil {
 		inv.Errors = append(inv.Errors, err)
 	}
-	if ids != nil {
+	if names != nil {
 		for _, d := range inv.Devices {
-			nameDevice(ids, d, inv.Fields)
+			nameDevice(names, d, inv.Fields)
 		}
 	}
 }
@@ -607,13 +607,12 @@ func (r *devReader) readDriver() {
 	if name == "" {
 		return
 	}
-	p := r.d.AttrPath("driver")
 	st, real, err := r.statResolve("driver")
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		t, _ := r.readlink("driver")
 		if !path.IsAbs(t) {
-			t = path.Join(path.Dir(p), t)
+			t = path.Join(r.d.Path, t)
 		}
 		if !strings.HasSuffix(path.Dir(path.Clean(t)), "/bus/pci/drivers") {
 			r.fail("driver", Malformed, fmt.Errorf("the link dangles at %s, not at a driver in %s", t, DriversDir))
@@ -662,15 +661,15 @@ func IsBridgeClass(class uint32) bool {
 // readConfig reads the config attribute for ReadConfig, as ReadConfig
 // would through the root.
 func (r *devReader) readConfig() {
-	c := &configRead{}
+	c := &ConfigRead{}
 	if r.dir == nil {
-		c.b, c.err = r.root.ReadFileLimit(r.d.AttrPath(ConfigAttr), ConfigExpSize)
+		c.Bytes, c.Err = r.root.ReadFileLimit(r.d.AttrPath(ConfigAttr), ConfigExpSize)
 	} else {
 		// Not ReadAttr: config is a binary attribute, read by the
 		// driver's method (pci_read_config in drivers/pci/pci-sysfs.c).
-		c.b, c.err = r.dir.ReadFileLimit(ConfigAttr, ConfigExpSize)
+		c.Bytes, c.Err = r.dir.ReadFileLimit(ConfigAttr, ConfigExpSize)
 	}
-	r.d.config = c
+	r.d.ConfigRead = c
 }
 
 // readSRIOV reads the PF's VF counts and virtfnN links, and a VF's physfn
@@ -777,7 +776,7 @@ func bridgeChain(real string, self Address) []Address {
 		parts = parts[:len(parts)-1] // the device itself
 	}
 	for _, p := range parts {
-		if a, err := ParseAddress(p); err == nil && a != self {
+		if a, ok := AddressOf(p); ok && a != self {
 			out = append(out, a)
 		}
 	}

@@ -392,7 +392,7 @@ func (b *builder) place(d *pci.Device) *Node {
 				b.function(d.Address, d, prefix, parent)
 				return nil
 			}
-			if a, err := pci.ParseAddress(part); err == nil {
+			if a, ok := pci.AddressOf(part); ok {
 				parent = b.function(a, nil, prefix, parent)
 			}
 		}
