@@ -214,47 +214,16 @@ func TestNothingLeftBehindByAClosedPipe(t *testing.T) {
 // reads.
 func TestSignalsEndARunAndCleanUp(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
-		tmp := t.TempDir()
-		cmd := exec.Command(bin, "check", "--snapshot", "demo", "-o", "json")
-		cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-		pr, pw, err := os.Pipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		// One page of pipe buffer: the JSON report (60 KB) cannot fit.
-		if _, err := unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, 4096); err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stdout = pw
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		pw.Close()
-		// Wait until the unpacked snapshot exists and the writer is stuck.
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		// Stuck once the unpacked snapshot exists.
+		took, err := signalBlockedRun(t, sig, func(tmp string) bool {
 			left, _ := os.ReadDir(tmp)
-			if len(left) > 0 && blockedInWrite(cmd.Process.Pid) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%v: the run never blocked with its snapshot unpacked", sig)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		start := time.Now()
-		cmd.Process.Signal(sig)
-		err = cmd.Wait()
-		took := time.Since(start)
-		pr.Close()
+			return len(left) > 0
+		}, "check", "--snapshot", "demo", "-o", "json")
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 128+int(sig) {
 			t.Errorf("%v: %v, want exit %d", sig, err, 128+int(sig))
 		}
 		t.Logf("%v: exited %v after the signal", sig, took)
-		if left, _ := os.ReadDir(tmp); len(left) != 0 {
-			t.Errorf("%v: left behind %v", sig, names(left))
-		}
 	}
 }
 
@@ -264,39 +233,57 @@ func TestSignalsEndARunAndCleanUp(t *testing.T) {
 // leaves nothing behind.
 func TestSignalsEndARunWithNothingToCleanUp(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
-		tmp := t.TempDir()
-		cmd := exec.Command(bin, "check", "--root", "../../testdata/hosts/nvidia-h100x8", "-o", "json")
-		cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
-		pr, pw, err := os.Pipe()
-		if err != nil {
-			t.Fatal(err)
+		_, err := signalBlockedRun(t, sig, nil, "check", "--root", "../../testdata/hosts/nvidia-h100x8", "-o", "json")
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
+			t.Fatalf("%v: %v, want the process ended by the signal", sig, err)
 		}
-		if _, err := unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, 4096); err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stdout = pw
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		pw.Close()
-		deadline := time.Now().Add(10 * time.Second)
-		for !blockedInWrite(cmd.Process.Pid) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%v: the run never blocked writing", sig)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		cmd.Process.Signal(sig)
-		err = cmd.Wait()
-		pr.Close()
-		ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus)
-		if !ok || !ws.Signaled() || ws.Signal() != sig {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != sig {
 			t.Errorf("%v: %v, want the process ended by the signal", sig, err)
 		}
-		if left, _ := os.ReadDir(tmp); len(left) != 0 {
-			t.Errorf("%v: left behind %v", sig, names(left))
-		}
 	}
+}
+
+// signalBlockedRun runs the binary with args, its TMPDIR a new directory,
+// until it is blocked writing its report to a pipe of one page nobody
+// reads (the JSON reports do not fit) and ready(tmp) holds (nil: at
+// once); then sends sig and returns how long the run took to end and what
+// Wait returned. Nothing may be left in TMPDIR.
+func signalBlockedRun(t *testing.T, sig syscall.Signal, ready func(tmp string) bool, args ...string) (time.Duration, error) {
+	t.Helper()
+	tmp := t.TempDir()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	if _, err := unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, 4096); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout = pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for !blockedInWrite(cmd.Process.Pid) || ready != nil && !ready(tmp) {
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("%v: the run never blocked writing", sig)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	start := time.Now()
+	cmd.Process.Signal(sig)
+	err = cmd.Wait()
+	took := time.Since(start)
+	if left, _ := os.ReadDir(tmp); len(left) != 0 {
+		t.Errorf("%v: left behind %v", sig, names(left))
+	}
+	return took, err
 }
 
 // blockedInWrite: the process's main thread sleeps in a pipe write

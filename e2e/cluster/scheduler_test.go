@@ -71,9 +71,17 @@ func TestSchedulerExtendedResource(t *testing.T) {
 	if ev.Type != corev1.EventTypeWarning || ev.ReportingController != "default-scheduler" {
 		t.Errorf("event type %q from %q, want Warning from default-scheduler", ev.Type, ev.ReportingController)
 	}
-	// The Pod's own condition says the same.
-	p, err := c.Client.CoreV1().Pods(ns).Get(ctx, big.Name, metav1.GetOptions{})
-	if err != nil {
+	// The Pod's own condition says the same. The scheduler records the
+	// event and patches the condition in two calls, one after the other
+	// (schedule_one.go, handleSchedulingFailure): wait for the second.
+	var p *corev1.Pod
+	if _, err := apiserver.WaitFor(ctx, time.Minute, func(ctx context.Context) (bool, error) {
+		var err error
+		if p, err = c.Client.CoreV1().Pods(ns).Get(ctx, big.Name, metav1.GetOptions{}); err != nil {
+			return false, err
+		}
+		return podCondition(p, corev1.PodScheduled) != nil, nil
+	}); err != nil && p == nil {
 		t.Fatal(err)
 	}
 	if cond := podCondition(p, corev1.PodScheduled); cond == nil || cond.Status != corev1.ConditionFalse || cond.Reason != corev1.PodReasonUnschedulable {

@@ -82,6 +82,12 @@ func errText(err error) string {
 // its listing is ReadDir's, manifest entries merged. On both resolvers, on
 // a tree with and without a manifest and while a snapshot records.
 func TestDirAnswersAsTheRoot(t *testing.T) {
+	onDirTrees(t, func(t *testing.T, r *Root) { compareDir(t, r, "/sys/dev/f", 64) })
+}
+
+// onDirTrees runs f on dirTree's tree, on both resolvers: without a
+// manifest, with one, and with one while a snapshot records.
+func onDirTrees(t *testing.T, f func(t *testing.T, r *Root)) {
 	bothResolvers(t, func(t *testing.T) {
 		dir, m := dirTree(t)
 		for _, c := range []struct {
@@ -97,7 +103,7 @@ func TestDirAnswersAsTheRoot(t *testing.T) {
 				if c.record {
 					c.root.Record()
 				}
-				compareDir(t, c.root, "/sys/dev/f", 64)
+				f(t, c.root)
 			})
 		}
 	})
@@ -665,55 +671,39 @@ func TestDirStaleListing(t *testing.T) {
 // the path, the error, the listing, and a Dir that reads as that one
 // does. On both resolvers, with a manifest and while a snapshot records.
 func TestResolveDirAnswersAsTheTwoCalls(t *testing.T) {
-	bothResolvers(t, func(t *testing.T) {
-		dir, m := dirTree(t)
-		for _, c := range []struct {
-			name   string
-			root   *Root
-			record bool
-		}{
-			{"tree", MustNew(dir), false},
-			{"manifest", MustNew(dir, WithManifest(m)), false},
-			{"recording", MustNew(dir, WithManifest(m)), true},
-		} {
-			t.Run(c.name, func(t *testing.T) {
-				if c.record {
-					c.root.Record()
+	onDirTrees(t, func(t *testing.T, r *Root) {
+		names := append(dirNames(t, r, "/sys/dev/f"), "../link-to-drivers", "../../dev")
+		for _, name := range names {
+			p := path.Join("/sys/dev/f", name)
+			wreal, werr := r.Resolve(p)
+			var wd *Dir
+			var wderr error
+			if werr == nil {
+				wd, wderr = r.OpenDir(wreal)
+			}
+			real, d, derr, err := r.ResolveDir(p)
+			if real != wreal || errText(err) != errText(werr) || errText(derr) != errText(wderr) {
+				t.Errorf("ResolveDir(%s) = %q, %v, %v; Resolve and OpenDir say %q, %v, %v", p, real, derr, err, wreal, wderr, werr)
+			}
+			if (d == nil) != (wd == nil) {
+				t.Errorf("ResolveDir(%s): a Dir %v, OpenDir's %v", p, d != nil, wd != nil)
+				continue
+			}
+			if d == nil {
+				continue
+			}
+			if d.Path() != wd.Path() || !slices.Equal(d.Names(), wd.Names()) {
+				t.Errorf("ResolveDir(%s): %s %q; OpenDir: %s %q", p, d.Path(), d.Names(), wd.Path(), wd.Names())
+			}
+			for _, n := range d.Names() {
+				b, err := d.ReadFileLimit(n, 64)
+				wb, werr := wd.ReadFileLimit(n, 64)
+				if !bytes.Equal(b, wb) || errText(err) != errText(werr) {
+					t.Errorf("ResolveDir(%s): ReadFileLimit(%s) = %q, %v; OpenDir's Dir: %q, %v", p, n, b, err, wb, werr)
 				}
-				names := append(dirNames(t, c.root, "/sys/dev/f"), "../link-to-drivers", "../../dev")
-				for _, name := range names {
-					p := path.Join("/sys/dev/f", name)
-					wreal, werr := c.root.Resolve(p)
-					var wd *Dir
-					var wderr error
-					if werr == nil {
-						wd, wderr = c.root.OpenDir(wreal)
-					}
-					real, d, derr, err := c.root.ResolveDir(p)
-					if real != wreal || errText(err) != errText(werr) || errText(derr) != errText(wderr) {
-						t.Errorf("ResolveDir(%s) = %q, %v, %v; Resolve and OpenDir say %q, %v, %v", p, real, derr, err, wreal, wderr, werr)
-					}
-					if (d == nil) != (wd == nil) {
-						t.Errorf("ResolveDir(%s): a Dir %v, OpenDir's %v", p, d != nil, wd != nil)
-						continue
-					}
-					if d == nil {
-						continue
-					}
-					if d.Path() != wd.Path() || !slices.Equal(d.Names(), wd.Names()) {
-						t.Errorf("ResolveDir(%s): %s %q; OpenDir: %s %q", p, d.Path(), d.Names(), wd.Path(), wd.Names())
-					}
-					for _, n := range d.Names() {
-						b, err := d.ReadFileLimit(n, 64)
-						wb, werr := wd.ReadFileLimit(n, 64)
-						if !bytes.Equal(b, wb) || errText(err) != errText(werr) {
-							t.Errorf("ResolveDir(%s): ReadFileLimit(%s) = %q, %v; OpenDir's Dir: %q, %v", p, n, b, err, wb, werr)
-						}
-					}
-					d.Close()
-					wd.Close()
-				}
-			})
+			}
+			d.Close()
+			wd.Close()
 		}
 	})
 }
