@@ -225,10 +225,10 @@ func stopped(t *testing.T, n *node) {
 
 // prepareError: the kubelet's NodePrepareResources fails with the
 // driver's error, in the words the mode's symptom quotes. The node keeps
-// no trace of it but a claim without devices in the DRA state: check has
-// nothing to blame there (it is `plugin test --dra`'s
-// DRA_PLUGIN_PREPARE_FAILED and the pod's events), and must not make a
-// FAIL of it.
+// no trace of it but a claim without devices in the DRA state, which is
+// what check can say (DRA_CLAIM_NO_DEVICE, a WARN: the state does not
+// tell a failed prepare from an empty answer; the error is `plugin test
+// --dra`'s DRA_PLUGIN_PREPARE_FAILED and the pod's events), never a FAIL.
 func prepareError(t *testing.T, n *node) {
 	p := n.startMock(driver, "prepare-error")
 	n.waitRegistered(p, driver, 1)
@@ -238,11 +238,17 @@ func prepareError(t *testing.T, n *node) {
 		t.Fatalf("PrepareResources: %v, want %q", err, want)
 	}
 	assertStateDevices(t, n, "claim", nil)
+	// The kubelet wrote the claim to its state before it asked, and no
+	// device after: the claim's WARN, the only DRA finding that is not a
+	// PASS (the registration is live).
 	got, raw := n.check()
 	for _, f := range bad(got) {
-		if strings.HasPrefix(f.Code, "DRA_") {
+		if strings.HasPrefix(f.Code, "DRA_") && f.Code != "DRA_CLAIM_NO_DEVICE" {
 			t.Errorf("check --layer kube after a refused prepare: %s %s (%s): %s\n%s", f.Status, f.Code, f.Subject, f.Summary, raw)
 		}
+	}
+	if f := find(got, "DRA_CLAIM_NO_DEVICE", "prepare-error/claim"); f == nil || f.Status != "WARN" {
+		t.Errorf("check --layer kube after a refused prepare: want DRA_CLAIM_NO_DEVICE WARN for prepare-error/claim; got:\n%s\n%s", summarize(got), raw)
 	}
 }
 
@@ -571,9 +577,11 @@ func badEndpoint(t *testing.T, n *node) {
 
 // emptyPrepare: NodePrepareResources answers the claim with no device and
 // no error: the kubelet counts the claim prepared and the container
-// would get no CDI device. Nothing on the node is wrong to look at
-// (it is `plugin test --dra`'s DRA_PLUGIN_PREPARE_INCOMPLETE): check must
-// not blame the driver's registration.
+// would get no CDI device (`plugin test --dra` calls it
+// DRA_PLUGIN_PREPARE_INCOMPLETE). The kubelet's own DRA state then holds
+// the claim's part for the driver with no device: check WARNs
+// DRA_CLAIM_NO_DEVICE for the claim, and does not blame the driver's
+// registration.
 func emptyPrepare(t *testing.T, n *node) {
 	p := n.startMock(driver, "empty-prepare")
 	n.waitRegistered(p, driver, 1)
@@ -591,6 +599,9 @@ func emptyPrepare(t *testing.T, n *node) {
 	}
 	if f := find(got, "DRA_REGISTRATION_OK", driver); f == nil {
 		t.Errorf("check --layer kube: the driver's registration is live: want DRA_REGISTRATION_OK; got:\n%s\n%s", summarize(got), raw)
+	}
+	if f := find(got, "DRA_CLAIM_NO_DEVICE", "empty-prepare/claim"); f == nil || f.Status != "WARN" || !strings.Contains(f.Summary, driver) {
+		t.Errorf("check --layer kube: want DRA_CLAIM_NO_DEVICE WARN for empty-prepare/claim naming %s; got:\n%s\n%s", driver, summarize(got), raw)
 	}
 }
 

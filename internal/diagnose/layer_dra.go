@@ -67,6 +67,15 @@ func checkDRA(e *Env, out *Out) {
 			"prepared claims of driver "+d+" are in the kubelet's state, and the driver is not registered",
 			Ev(n.StatePath, "claims of "+d), Ev(n.RegistryDir, "no live registration of "+d))
 	}
+	for _, c := range n.NoDeviceClaims() {
+		pods := "no pod"
+		if len(c.PodUIDs) > 0 {
+			pods = "pod(s) " + strings.Join(c.PodUIDs, ", ")
+		}
+		out.Add("DRA_CLAIM_NO_DEVICE", report.Warn, c.Claim,
+			"claim "+c.Claim+" holds no device prepared by "+c.Driver+": its prepare has not succeeded, or the driver answered with no device (the containers get nothing from it)",
+			Ev(n.StatePath, "claim "+c.ClaimUID+", driver "+c.Driver+": no device"), Ev("referenced by", pods))
+	}
 	for _, c := range n.CDI {
 		switch c.Resolve {
 		case dra.Unresolved, dra.Invalid:

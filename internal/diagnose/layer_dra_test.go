@@ -1,6 +1,9 @@
 package diagnose
 
 import (
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"maps"
 	"os"
@@ -452,5 +455,65 @@ func TestDRAClaimCDIInRuntimeDirs(t *testing.T) {
 	}
 	if !unresolved {
 		t.Error("with /var/run/cdi named, the moved spec is not found: want DRA_CLAIM_CDI_UNRESOLVED FAIL")
+	}
+}
+
+// A claim in the kubelet's DRA state with no device of its driver: the
+// kubelet's own state of dra-healthy with the claim's devices taken out,
+// as the kubelet writes it before NodePrepareResources (a part for the
+// driver, Devices null), is a WARN naming the claim and its pod; the same
+// part where the allocation skips NodePrepareResources ("*") is nothing.
+// The healthy node (TestDRALayer) has none; a state that cannot be read
+// is DRA_STATE_NOT_READ (TestDRAStateNotRead), never this.
+func TestDRAClaimNoDevice(t *testing.T) {
+	for _, c := range []struct {
+		name, driverState string
+		want              bool
+	}{
+		{"before-or-empty-prepare", `{"Devices":null}`, true},
+		{"prepare-skipped", `{"Devices":null,"skipNodeOperations":["*"]}`, false},
+		{"unprepare-skipped-only", `{"Devices":null,"skipNodeOperations":["NodeUnprepareResources"]}`, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.CopyFS(dir, os.DirFS(draNodes+"dra-healthy")); err != nil {
+				t.Fatal(err)
+			}
+			data := `{"kind":"DRACheckpoint","apiVersion":"checkpoint.dra.kubelet.k8s.io/v1","ClaimInfoStateList":[{"ClaimUID":"a1b2c3d4-1111-4222-8333-444455556666","ClaimName":"pod-gpu-claim","Namespace":"ml","PodUIDs":{"0f0e0d0c-aaaa-4bbb-8ccc-dddddddddddd":{}},"DriverState":{"gpu.example.com":` + c.driverState + `}}]}`
+			b, err := json.Marshal(struct {
+				Data     string
+				Checksum uint32
+			}{data, crc32.ChecksumIEEE([]byte(data))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, "var/lib/kubelet", dra.StateName), b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			root, err := hostfs.New(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep := runFixture(t, root, c.name, Options{Layers: []report.Layer{report.LayerKube}})
+			var got []report.Finding
+			for _, f := range rep.Findings {
+				if f.Check == "kube.dra" && f.Code == "DRA_CLAIM_NO_DEVICE" {
+					got = append(got, f)
+				}
+				if f.Check == "kube.dra" && (f.Code == "DRA_STATE_CHECKSUM" || f.Code == "DRA_STATE_NOT_READ") {
+					t.Fatalf("the planted state was refused: %s %s", f.Code, f.Summary)
+				}
+			}
+			if !c.want {
+				if len(got) != 0 {
+					t.Errorf("a claim that skips NodePrepareResources: %+v", got)
+				}
+				return
+			}
+			if len(got) != 1 || got[0].Status != report.Warn || got[0].Subject != "ml/pod-gpu-claim" ||
+				!strings.Contains(got[0].Summary, "gpu.example.com") || !strings.Contains(fmt.Sprint(got[0].Evidence), "0f0e0d0c-aaaa-4bbb-8ccc-dddddddddddd") {
+				t.Errorf("want one DRA_CLAIM_NO_DEVICE WARN for ml/pod-gpu-claim naming the driver and the pod; got %+v", got)
+			}
+		})
 	}
 }

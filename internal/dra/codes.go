@@ -46,6 +46,21 @@ whether the state was written before the current boot.`,
 	Remediation: "Restart the DRA driver's pod on this node so that it regenerates its specs (`kubectl -n NAMESPACE delete pod DRIVER-POD`), then delete the stuck pod so the claim is prepared again (`kubectl -n NAMESPACE delete pod POD`); check with `ls /var/run/cdi` and `accel-doctor cdi validate`.",
 	Facts:       "CDI[i].Resolve == Unresolved (Invalid: a driver answered a name that is not a qualified CDI name)",
 }, {
+	Code:   "DRA_CLAIM_NO_DEVICE",
+	Status: "WARN",
+	Title:  "a claim in the kubelet's DRA state holds no prepared device of its driver",
+	Explain: `The kubelet's DRA state lists the claim, allocated devices of this driver, and no
+device the driver prepared. The kubelet writes a claim to its state before it calls the
+driver's NodePrepareResources and adds the devices the driver answers after, so this is one
+of two things. The prepare has not succeeded yet: the pod stays in ContainerCreating and its
+events give the kubelet's error. Or the driver answered with no device and no error: the
+kubelet counts the claim prepared and starts the containers, which then get nothing from the
+claim (no device node, no CDI edit), and the workload finds no device (CUDA_ERROR_NO_DEVICE,
+an empty /dev/dri). The API allows an empty answer, for devices that need nothing in the
+container, so this is not a FAIL by itself.`,
+	Remediation: "Look at the pod: `kubectl -n NAMESPACE describe pod POD` (a FailedPrepareDynamicResources event means the prepare failed; a Running pod means the driver answered with no device); then read the driver's log (`kubectl -n NAMESPACE logs DRIVER-POD`) for the claim's UID.",
+	Facts:       "State.Claims[i].Drivers[j].Devices empty, SkipNodeOperations without NodePrepareResources or \"*\" (Node.NoDeviceClaims)",
+}, {
 	Code:   "DRA_CLAIM_CDI_NOT_CHECKED",
 	Status: "NOT_RUN",
 	Title:  "whether a prepared claim's CDI device resolves could not be checked",

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -473,6 +474,45 @@ func (n *Node) UnregisteredClaimDrivers() []string {
 	sort.Strings(out)
 	return out
 }
+
+// NoDeviceClaim is a driver's part of a claim in the kubelet's DRA state
+// that holds no prepared device.
+type NoDeviceClaim struct {
+	Claim    string // namespace/name
+	ClaimUID string
+	Driver   string
+	PodUIDs  []string
+}
+
+// NoDeviceClaims are the drivers' parts of the state's claims that hold no
+// device, where the kubelet was to ask the driver to prepare them (no
+// SkipNodeOperations of NodePrepareResources or "*"). The kubelet writes a
+// claim to its state before it calls NodePrepareResources ("Checkpoint to
+// ensure all claims we plan to prepare are tracked", PrepareResources in
+// pkg/kubelet/cm/dra/manager.go), with a part per driver of the claim's
+// allocation and no devices (computeDriverStates in claiminfo.go), and adds
+// the devices the driver answers after (resetDevices, addDevice): a part
+// with none is a prepare that has not succeeded yet, or one the driver
+// answered with no device. The state cannot tell which.
+func (n *Node) NoDeviceClaims() []NoDeviceClaim {
+	if n.State == nil {
+		return nil
+	}
+	var out []NoDeviceClaim
+	for _, c := range n.State.Claims {
+		for _, dc := range c.Drivers {
+			if len(dc.Devices) > 0 || slices.ContainsFunc(dc.SkipNodeOperations, skipsPrepare) {
+				continue
+			}
+			out = append(out, NoDeviceClaim{Claim: c.Namespace + "/" + c.Name, ClaimUID: c.UID, Driver: dc.Driver, PodUIDs: c.PodUIDs})
+		}
+	}
+	return out
+}
+
+// skipsPrepare: a SkipNodeOperation under which the kubelet does not call
+// NodePrepareResources (k8s.io/api resource/v1 SkipNodeOperation).
+func skipsPrepare(op string) bool { return op == "NodePrepareResources" || op == "*" }
 
 // rejectedSpec names the first spec file (in scan order) that declares id
 // but that the CDI library does not load, with the library's error: the
