@@ -56,27 +56,10 @@ func (c *Client) list(ctx context.Context, resource string, o metav1.ListOptions
 	return c.rc.Get().Resource(resource).VersionedParams(&o, c.params).Do(ctx).Into(into)
 }
 
-// maxPages bounds one LIST, as cluster's does.
-const maxPages = 10000
-
-// pages calls page with Limit cluster.PageSize and each continue token
-// until the list ends.
-func pages(ctx context.Context, page func(context.Context, metav1.ListOptions) (string, error)) error {
-	o := metav1.ListOptions{Limit: cluster.PageSize}
-	for i := 0; i < maxPages; i++ {
-		cont, err := page(ctx, o)
-		if err != nil || cont == "" {
-			return err
-		}
-		o.Continue = cont
-	}
-	return fmt.Errorf("more than %d pages: stopped", maxPages)
-}
-
 // Slices lists every ResourceSlice.
 func (c *Client) Slices(ctx context.Context) ([]*resourceapi.ResourceSlice, error) {
 	var out []*resourceapi.ResourceSlice
-	err := pages(ctx, func(ctx context.Context, o metav1.ListOptions) (string, error) {
+	err := cluster.ListPages(ctx, "ResourceSlices", func(ctx context.Context, o metav1.ListOptions) (string, error) {
 		l := &resourceapi.ResourceSliceList{}
 		if err := c.list(ctx, "resourceslices", o, l); err != nil {
 			return "", err
@@ -92,7 +75,7 @@ func (c *Client) Slices(ctx context.Context) ([]*resourceapi.ResourceSlice, erro
 // Classes lists every DeviceClass.
 func (c *Client) Classes(ctx context.Context) ([]*resourceapi.DeviceClass, error) {
 	var out []*resourceapi.DeviceClass
-	err := pages(ctx, func(ctx context.Context, o metav1.ListOptions) (string, error) {
+	err := cluster.ListPages(ctx, "DeviceClasses", func(ctx context.Context, o metav1.ListOptions) (string, error) {
 		l := &resourceapi.DeviceClassList{}
 		if err := c.list(ctx, "deviceclasses", o, l); err != nil {
 			return "", err
@@ -108,7 +91,7 @@ func (c *Client) Classes(ctx context.Context) ([]*resourceapi.DeviceClass, error
 // Claims lists the ResourceClaims of every namespace.
 func (c *Client) Claims(ctx context.Context) ([]*resourceapi.ResourceClaim, error) {
 	var out []*resourceapi.ResourceClaim
-	err := pages(ctx, func(ctx context.Context, o metav1.ListOptions) (string, error) {
+	err := cluster.ListPages(ctx, "ResourceClaims", func(ctx context.Context, o metav1.ListOptions) (string, error) {
 		l := &resourceapi.ResourceClaimList{}
 		if err := c.list(ctx, "resourceclaims", o, l); err != nil {
 			return "", err
@@ -124,7 +107,7 @@ func (c *Client) Claims(ctx context.Context) ([]*resourceapi.ResourceClaim, erro
 // Nodes lists every Node.
 func (c *Client) Nodes(ctx context.Context) ([]*corev1.Node, error) {
 	var out []*corev1.Node
-	err := pages(ctx, func(ctx context.Context, o metav1.ListOptions) (string, error) {
+	err := cluster.ListPages(ctx, "Nodes", func(ctx context.Context, o metav1.ListOptions) (string, error) {
 		l, err := c.core.Nodes(ctx, o)
 		if err != nil {
 			return "", err

@@ -480,7 +480,7 @@ func CollectFleet(ctx context.Context, c *Client, f *Fleet) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := pages(ctx, page); err != nil {
+			if err := cluster.ListPages(ctx, what, page); err != nil {
 				mu.Lock()
 				f.ListFailed(what, err)
 				mu.Unlock()

@@ -129,7 +129,7 @@ func Collect(ctx context.Context, c Lister, namespace string, a *Analyzer) error
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := listPages(ctx, what, list); err != nil {
+			if err := ListPages(ctx, what, list); err != nil {
 				mu.Lock()
 				a.ListFailed(what, err)
 				mu.Unlock()
@@ -196,11 +196,13 @@ func listName(what, namespace string) string {
 // continue token past it is not ending its list.
 const maxPages = 10000
 
-// listPages calls page with Limit PageSize and each continue token until
-// the list ends. An expired token (410 Gone: the list took longer than the
-// API server keeps the compacted revision, 5 minutes in etcd's default) is
-// an error: the pages read so far are kept.
-func listPages(ctx context.Context, what string, page func(context.Context, metav1.ListOptions) (string, error)) error {
+// ListPages calls page with Limit PageSize and each continue token until
+// the list ends (every paged LIST of cluster, claim and lint goes through
+// it). An expired token (410 Gone: the list took longer than the API
+// server keeps the compacted revision, 5 minutes in etcd's default) is an
+// error: the pages read so far are kept. what names the list in the error
+// of a list that does not end.
+func ListPages(ctx context.Context, what string, page func(context.Context, metav1.ListOptions) (string, error)) error {
 	opts := metav1.ListOptions{Limit: PageSize}
 	for i := 0; ; i++ {
 		if i == maxPages {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -119,5 +120,36 @@ func TestCollectPages(t *testing.T) {
 	}
 	if ok != 1200 || pend != 1 || failed != 1 || len(fs) != 1202 {
 		t.Errorf("%d findings: %d nodes OK, %d pending groups, %d failed lists", len(fs), ok, pend, failed)
+	}
+}
+
+// ListPages (every paged LIST: cluster's, claim's and lint's) asks with
+// Limit PageSize, goes on with each continue token, stops at the empty
+// one, returns a page's error as it is, and stops a server that never ends
+// its list after maxPages pages, naming the list.
+func TestListPages(t *testing.T) {
+	ctx := context.Background()
+	var tokens []string
+	err := ListPages(ctx, "things", func(_ context.Context, o metav1.ListOptions) (string, error) {
+		if o.Limit != PageSize {
+			t.Errorf("Limit %d, want %d", o.Limit, PageSize)
+		}
+		tokens = append(tokens, o.Continue)
+		if len(tokens) == 3 {
+			return "", nil
+		}
+		return fmt.Sprintf("t%d", len(tokens)), nil
+	})
+	if err != nil || strings.Join(tokens, ",") != ",t1,t2" {
+		t.Errorf("tokens %q, %v", tokens, err)
+	}
+	gone := errors.New("410 Gone")
+	if err := ListPages(ctx, "things", func(context.Context, metav1.ListOptions) (string, error) { return "", gone }); err != gone {
+		t.Errorf("a page's error: %v", err)
+	}
+	calls := 0
+	err = ListPages(ctx, "things", func(context.Context, metav1.ListOptions) (string, error) { calls++; return "again", nil })
+	if err == nil || calls != maxPages || !strings.Contains(err.Error(), "things") {
+		t.Errorf("a list that never ends: %d pages, %v", calls, err)
 	}
 }

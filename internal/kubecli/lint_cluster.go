@@ -2,7 +2,6 @@ package kubecli
 
 import (
 	"context"
-	"fmt"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -76,24 +75,17 @@ func newRuntimeClassClient(cfg *rest.Config) (*runtimeClassClient, error) {
 	return &runtimeClassClient{rc: rc, params: runtime.NewParameterCodec(s)}, nil
 }
 
-// maxLintPages bounds the LIST as cluster's and claim's do.
-const maxLintPages = 10000
-
 func (c *runtimeClassClient) names(ctx context.Context) ([]string, error) {
 	var out []string
-	o := metav1.ListOptions{Limit: cluster.PageSize}
-	for range maxLintPages {
+	err := cluster.ListPages(ctx, "RuntimeClasses", func(ctx context.Context, o metav1.ListOptions) (string, error) {
 		l := &nodev1.RuntimeClassList{}
 		if err := c.rc.Get().Resource("runtimeclasses").VersionedParams(&o, c.params).Do(ctx).Into(l); err != nil {
-			return out, err
+			return "", err
 		}
 		for _, r := range l.Items {
 			out = append(out, r.Name)
 		}
-		if l.Continue == "" {
-			return out, nil
-		}
-		o.Continue = l.Continue
-	}
-	return out, fmt.Errorf("more than %d pages of RuntimeClasses: stopped", maxLintPages)
+		return l.Continue, nil
+	})
+	return out, err
 }

@@ -31,7 +31,6 @@ type Cluster struct {
 
 // claimDoc is a ResourceClaim or ResourceClaimTemplate of the input.
 type claimDoc struct {
-	key      claimKey
 	source   string
 	subject  string
 	requests []classRequest

@@ -210,7 +210,7 @@ func (l *linter) object(source, where string, line int, j []byte, depth int) {
 		}
 		key := claimKey{"ResourceClaim", o.Namespace, o.Name}
 		l.classes[key] = deviceClasses(o.Spec)
-		l.items = append(l.items, item{c: &claimDoc{key: key, source: source, subject: subjectOf(tm.Kind, o.ObjectMeta), requests: classRequests(o.Spec, "spec")}})
+		l.items = append(l.items, item{c: &claimDoc{source: source, subject: subjectOf(tm.Kind, o.ObjectMeta), requests: classRequests(o.Spec, "spec")}})
 		return
 	case "resource.k8s.io/v1/ResourceClaimTemplate":
 		var o resourcev1.ResourceClaimTemplate
@@ -220,7 +220,7 @@ func (l *linter) object(source, where string, line int, j []byte, depth int) {
 		}
 		key := claimKey{"ResourceClaimTemplate", o.Namespace, o.Name}
 		l.classes[key] = deviceClasses(o.Spec.Spec)
-		l.items = append(l.items, item{c: &claimDoc{key: key, source: source, subject: subjectOf(tm.Kind, o.ObjectMeta), requests: classRequests(o.Spec.Spec, "spec.spec")}})
+		l.items = append(l.items, item{c: &claimDoc{source: source, subject: subjectOf(tm.Kind, o.ObjectMeta), requests: classRequests(o.Spec.Spec, "spec.spec")}})
 		return
 	default:
 		l.skipped(source, tm, j)
@@ -269,17 +269,12 @@ func subjectOf(kind string, m metav1.ObjectMeta) string {
 	return kind + " " + name
 }
 
+// deviceClasses are the DeviceClasses a claim spec's requests name, in
+// order: classRequests without their field paths.
 func deviceClasses(s resourcev1.ResourceClaimSpec) []string {
 	var out []string
-	for _, r := range s.Devices.Requests {
-		if r.Exactly != nil && r.Exactly.DeviceClassName != "" {
-			out = append(out, r.Exactly.DeviceClassName)
-		}
-		for _, sub := range r.FirstAvailable {
-			if sub.DeviceClassName != "" {
-				out = append(out, sub.DeviceClassName)
-			}
-		}
+	for _, r := range classRequests(s, "") {
+		out = append(out, r.class)
 	}
 	return out
 }
