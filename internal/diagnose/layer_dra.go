@@ -6,6 +6,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/accel-doctor/accel-doctor/internal/dra"
 	"github.com/accel-doctor/accel-doctor/internal/kubelet"
@@ -22,7 +23,23 @@ func draCodes() []Code { return layer6Codes(dra.Codes) }
 func draCheck() Check {
 	return Check{ID: "kube.dra", Layer: report.LayerKube,
 		Title: "DRA drivers' registrations, the kubelet's DRA state and its claims' CDI devices on this node",
-		Codes: layer6Names(dra.Codes), Run: checkDRA}
+		Codes: layer6Names(dra.Codes), Run: checkDRA, Prefetch: prefetchKube}
+}
+
+// prefetchKube starts layer 6's two readers while the layers before it
+// run, each beside the other: on a node each makes its calls on the
+// kubelet's sockets through a run of accel-doctor-kubelet (Options.
+// KubeletRPC), and those runs were most of a check's time there, one after
+// the other. The DRA reader asks for the kubelet reader's checkpoint last
+// (DevicePluginCheckpointFrom), and memo makes it wait for that read.
+func prefetchKube(e *Env) {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer func() { _ = recover() }() // memo keeps a reader's panic for its check to report
+		_, _ = e.Kubelet()
+	})
+	defer wg.Wait()
+	_, _ = e.DRA()
 }
 
 // DRA reads the node's DRA side once per run. The device-plugin
@@ -30,10 +47,13 @@ func draCheck() Check {
 // a snapshot keeps in its capture.
 func (e *Env) DRA() (*dra.Node, error) {
 	return memo(e, "dra.node", func() (*dra.Node, error) {
-		o := dra.Options{KubeletDir: e.Opts.KubeletDir, Timeout: kubeTimeout, CDIDirs: e.Opts.CDISpecDirs, RPC: e.Opts.KubeletRPC}
-		if n, err := e.Kubelet(); err == nil && n != nil {
-			o.DevicePluginCheckpoint = n.Checkpoint
-		}
+		o := dra.Options{KubeletDir: e.Opts.KubeletDir, Timeout: kubeTimeout, CDIDirs: e.Opts.CDISpecDirs, RPC: e.Opts.KubeletRPC,
+			DevicePluginCheckpointFrom: func() *kubelet.Checkpoint {
+				if n, err := e.Kubelet(); err == nil && n != nil {
+					return n.Checkpoint
+				}
+				return nil
+			}}
 		return dra.Read(context.Background(), e.Root, o)
 	})
 }

@@ -1,15 +1,18 @@
 package diagnose
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
 	"io/fs"
 	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +20,7 @@ import (
 	"github.com/accel-doctor/accel-doctor/internal/dra"
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 	"github.com/accel-doctor/accel-doctor/internal/kubelet"
+	"github.com/accel-doctor/accel-doctor/internal/kubeletrpc"
 	"github.com/accel-doctor/accel-doctor/internal/report"
 )
 
@@ -515,5 +519,68 @@ func TestDRAClaimNoDevice(t *testing.T) {
 				t.Errorf("want one DRA_CLAIM_NO_DEVICE WARN for ml/pod-gpu-claim naming the driver and the pod; got %+v", got)
 			}
 		})
+	}
+}
+
+// barrierCaller answers a batch of calls only once n batches are in
+// flight together (or after 5 s, when it gives up): the proof that the
+// readers making them run beside each other.
+type barrierCaller struct {
+	n        int
+	mu       sync.Mutex
+	batches  int
+	together int // batches that met the others
+	all      chan struct{}
+}
+
+func (c *barrierCaller) Call(_ context.Context, _ *hostfs.Root, calls []kubeletrpc.Call, _ time.Duration) []kubeletrpc.Reply {
+	c.mu.Lock()
+	c.batches++
+	if c.batches == c.n {
+		close(c.all)
+	}
+	c.mu.Unlock()
+	select {
+	case <-c.all:
+		c.mu.Lock()
+		c.together++
+		c.mu.Unlock()
+	case <-time.After(5 * time.Second):
+	}
+	return kubeletrpc.NotDialedReplies(calls, "a test's caller")
+}
+
+// On a node, layer 6's two readers make their calls on the kubelet's
+// sockets at the same time (prefetchKube): each batch is a run of
+// accel-doctor-kubelet there, and the two ran one after the other, most of
+// a check's time on a node. A node tree with the kubelet's socket and a
+// DRA driver's registration socket, and a caller that answers only once
+// both batches are in flight.
+func TestKubeReadersCallBesideEachOther(t *testing.T) {
+	// Short: a socket's path is at most 107 bytes (sun_path).
+	dir, err := os.MkdirTemp("", "kr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	for _, p := range []string{"var/lib/kubelet/device-plugins/kubelet.sock", "var/lib/kubelet/plugins_registry/g-reg.sock"} {
+		p = filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		l, err := net.Listen("unix", p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+	}
+	root, err := hostfs.New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &barrierCaller{n: 2, all: make(chan struct{})}
+	runFixture(t, root, "node", Options{Layers: []report.Layer{report.LayerKube}, KubeletRPC: c})
+	if c.batches != 2 || c.together != 2 {
+		t.Errorf("%d batches of calls, %d of them in flight together; want 2 and 2", c.batches, c.together)
 	}
 }

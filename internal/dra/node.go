@@ -38,6 +38,12 @@ type Options struct {
 	// which never archives that file, only a caller's copy (from the
 	// kubelet package's capture) can tell.
 	DevicePluginCheckpoint *kubelet.Checkpoint
+	// DevicePluginCheckpointFrom, when set and DevicePluginCheckpoint is
+	// nil, gives it: Read calls it once, last, after the sockets' calls
+	// and the state's read, so that the caller's read of the checkpoint
+	// (the kubelet layer's, with its own calls on the sockets) can run
+	// beside this one. A nil answer is as if it were not set.
+	DevicePluginCheckpointFrom func() *kubelet.Checkpoint
 }
 
 // Resolve says whether a claim's CDI device ID resolves.
@@ -234,7 +240,11 @@ func Read(ctx context.Context, root *hostfs.Root, opts Options) (*Node, error) {
 	}
 	reg := cdi.Load(root, n.CDIDirs)
 	n.resolveCDI(reg)
-	n.double(root, reg, kdir, opts.DevicePluginCheckpoint)
+	cp := opts.DevicePluginCheckpoint
+	if cp == nil && opts.DevicePluginCheckpointFrom != nil {
+		cp = opts.DevicePluginCheckpointFrom()
+	}
+	n.double(root, reg, kdir, cp)
 	n.readRuntimeCDI(reg, rts)
 	return n, nil
 }
