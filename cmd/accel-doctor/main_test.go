@@ -506,3 +506,27 @@ func TestHostileTreeFindingsNameThePath(t *testing.T) {
 		}
 	}
 }
+
+// A run's last word on stderr says what its exit says: from a verdict
+// that judged nothing, exit 2 and why (it said "at least one check failed"
+// there, where nothing had failed, and check added "No accelerator here"
+// of a bus it could not read); a FAIL is exit 1 and says nothing of the
+// sort.
+func TestExitSaysWhy(t *testing.T) {
+	empty := t.TempDir()
+	procOnly := t.TempDir()
+	if err := os.Mkdir(filepath.Join(procOnly, "proc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"check", "--root", procOnly}, {"iommu", "--root", empty}} {
+		r := runBin(t, nil, args...)
+		if r.code != 2 || strings.Contains(r.stderr, "check failed") || strings.Contains(r.stderr, "No accelerator here") ||
+			!strings.Contains(r.stderr, "accel-doctor: nothing could be judged; layer 1 NOT_RUN") {
+			t.Errorf("%q: exit %d, stderr %q; want 2 and why nothing could be judged", args, r.code, r.stderr)
+		}
+	}
+	r := runBin(t, nil, "check", "--snapshot", "demo")
+	if r.code != 1 || strings.Contains(r.stderr, "nothing could be judged") {
+		t.Errorf("check --snapshot demo: exit %d, stderr %q; want 1", r.code, r.stderr)
+	}
+}

@@ -185,10 +185,7 @@ func (g *globals) renderCDI(res *cdi.Result, command, source, snapshot string, v
 			}
 		}
 	}
-	if c := rep.ExitCode(); c != 0 {
-		return &exitError{code: c, err: errFailFound}
-	}
-	return nil
+	return verdictExit(rep.ExitCode(), rep.Verdict.Summary)
 }
 
 // injectTables is, per resolved device, what it would inject and what

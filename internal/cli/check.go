@@ -62,13 +62,14 @@ demo' replays a built-in 8-GPU host with faults.`,
 			if err := g.render(rep, verbose); err != nil {
 				return err
 			}
-			if len(rep.Devices) == 0 && snapshot == "" && g.output == "text" && slices.Contains(rep.Layers, report.LayerPCI) {
+			// Only where the bus was read and held no accelerator: a root
+			// whose bus could not be read is not "no accelerator here".
+			if len(rep.Devices) == 0 && snapshot == "" && g.output == "text" && slices.ContainsFunc(rep.Findings, func(f report.Finding) bool {
+				return f.Code == diagnose.CodePCINoAccelerator
+			}) {
 				fmt.Fprintln(g.stderr, "No accelerator here. To see a diagnosis of a GPU host: accel-doctor check --snapshot demo")
 			}
-			if c := rep.ExitCode(); c != 0 {
-				return &exitError{code: c, err: errFailFound}
-			}
-			return nil
+			return verdictExit(rep.ExitCode(), rep.Verdict.Summary)
 		},
 	}
 	f := cmd.Flags()

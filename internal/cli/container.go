@@ -93,7 +93,7 @@ error (no such container, or an ambiguous prefix) or nothing could be judged.`,
 				if err := g.render(rep, verbose); err != nil {
 					return err
 				}
-				return exitFor(rep.ExitCode())
+				return verdictExit(rep.ExitCode(), rep.Verdict.Summary)
 			}
 			return g.containerTable(root, source, cs)
 		},
@@ -152,13 +152,6 @@ func countSet(bs ...bool) int {
 		}
 	}
 	return n
-}
-
-func exitFor(code int) error {
-	if code == 0 {
-		return nil
-	}
-	return &exitError{code: code, err: errFailFound}
 }
 
 // pickContainers resolves what the command was asked for; a query that
@@ -263,7 +256,7 @@ func (g *globals) containerTable(root *hostfs.Root, source string, cs []runtime.
 	if worst == report.ExitUnknown && len(cs) > 0 {
 		worst = 0 // a container that could not be judged does not make the listing an error
 	}
-	return exitFor(worst)
+	return verdictExit(worst, "")
 }
 
 // firstProblem is the verdict's first FAIL (or WARN) in a few words.

@@ -42,6 +42,24 @@ func lookupCode(g *globals, code string) (diagnose.Code, bool) {
 
 var errFailFound = errors.New("at least one check failed")
 
+// verdictExit is the exit of a run whose report says code (report.ExitCode):
+// none for 0; 1 with "at least one check failed"; 2 with the verdict's
+// summary (which says nothing could be judged, and why), or those words
+// when there is none. Exit 2 was said as "at least one check failed" too,
+// where no check had failed.
+func verdictExit(code int, summary string) error {
+	switch code {
+	case 0:
+		return nil
+	case report.ExitUnknown:
+		if summary == "" {
+			summary = "nothing could be judged"
+		}
+		return &exitError{code: code, err: errors.New(summary)}
+	}
+	return &exitError{code: code, err: errFailFound}
+}
+
 func newExplainCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "explain [CODE...]",

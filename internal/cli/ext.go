@@ -237,8 +237,8 @@ func isKubeCode(code string) bool {
 	return slices.ContainsFunc(KubeCodePrefixes, func(p string) bool { return len(code) > len(p) && code[:len(p)] == p })
 }
 
-// ExitFor is the error of a report's exit code (nil for 0).
-func ExitFor(code int) error { return exitFor(code) }
+// ExitFor is the error of a report's exit (nil for 0; verdictExit).
+func ExitFor(rep *report.Report) error { return verdictExit(rep.ExitCode(), rep.Verdict.Summary) }
 
 // TrimImageLater drops the process's clean pages of its own executable
 // now and again after start-up (internal/trim): for long-running commands.

@@ -67,7 +67,7 @@ process); 2 nothing could be judged, or a usage error.`,
 			if err := g.render(rep, verbose); err != nil {
 				return err
 			}
-			return exitFor(rep.ExitCode())
+			return verdictExit(rep.ExitCode(), rep.Verdict.Summary)
 		},
 	}
 	f := cmd.Flags()

@@ -80,14 +80,7 @@ error. --facts prints what was observed as JSON, without judgement.`,
 			if err := writeTerminationLog(termLog, rep); err != nil {
 				fmt.Fprintf(g.stderr, "accel-doctor: %v\n", err)
 			}
-			switch c := rep.ExitCode(); c {
-			case 0:
-				return nil
-			case report.ExitUnknown:
-				return &exitError{code: c, err: fmt.Errorf("nothing could be examined: %s", rep.Verdict.Summary)}
-			default:
-				return &exitError{code: c, err: errFailFound}
-			}
+			return verdictExit(rep.ExitCode(), rep.Verdict.Summary)
 		},
 	}
 	f := cmd.Flags()

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -527,48 +526,24 @@ func TestDirKernelTreeMountOverAName(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := newWatch(t, fifos)
-	procSelfFD()
-	openat2Works()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // the thread dies with the goroutine, its namespace with it
-		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-			errc <- errSkip{err}
-			return
-		}
-		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-			errc <- errSkip{err}
-			return
-		}
-		if err := unix.Mount("proc", filepath.Join(dir, "proc"), "proc", 0, ""); err != nil {
-			errc <- errSkip{err}
-			return
-		}
+	err := withProcMounted(t, dir, func() error {
 		if err := unix.Mount(fifo, filepath.Join(dir, "proc/sys/kernel/osrelease"), "", unix.MS_BIND, ""); err != nil {
-			errc <- errSkip{err}
-			return
+			return errSkip{err}
 		}
 		d, err := MustNew(dir).OpenDir("/proc/sys/kernel")
 		if err != nil {
-			errc <- err
-			return
+			return err
 		}
 		defer d.Close()
 		if _, err := d.ReadFileLimit("osrelease", 1<<10); !errors.Is(err, ErrNotRegular) {
-			errc <- fmt.Errorf("ReadFileLimit over the mounted FIFO: %v, want ErrNotRegular", err)
-			return
+			return fmt.Errorf("ReadFileLimit over the mounted FIFO: %v, want ErrNotRegular", err)
 		}
 		if b, err := d.ReadFileLimit("ostype", 1<<10); err != nil || !strings.HasPrefix(string(b), "Linux") {
-			errc <- fmt.Errorf("ReadFileLimit(ostype) beside it: %q, %v", b, err)
-			return
+			return fmt.Errorf("ReadFileLimit(ostype) beside it: %q, %v", b, err)
 		}
-		errc <- nil
-	}()
-	if err := <-errc; err != nil {
-		var s errSkip
-		if errors.As(err, &s) {
-			t.Skipf("a private mount namespace: %v", s.err)
-		}
+		return nil
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	if got := w.opened(); len(got) != 0 {

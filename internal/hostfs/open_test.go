@@ -396,26 +396,7 @@ func TestStatInProcessUnderARootWithLiveProcfs(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "proc"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// Set up process-wide state before the thread leaves our namespace.
-	procSelfFD()
-	openat2Works()
-	errc := make(chan error, 1)
-	go func() {
-		// A private mount namespace for this thread only: the mount never
-		// shows outside it, and the thread dies with the goroutine.
-		runtime.LockOSThread()
-		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-			errc <- errSkip{err}
-			return
-		}
-		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-			errc <- errSkip{err}
-			return
-		}
-		if err := unix.Mount("proc", filepath.Join(dir, "proc"), "proc", 0, ""); err != nil {
-			errc <- errSkip{err}
-			return
-		}
+	err := withProcMounted(t, dir, func() error {
 		r := MustNew(dir)
 		n, err := r.StatInProcess(os.Getpid(), "/dev/null")
 		if err == nil && (n.Type != TypeChar || n.Major != 1 || n.Minor != 3) {
@@ -429,13 +410,9 @@ func TestStatInProcessUnderARootWithLiveProcfs(t *testing.T) {
 		if _, rerr := r.ReadFile("/proc/self/root/etc/hostname"); err == nil && !errors.Is(rerr, unix.ELOOP) {
 			err = errors.New("a reader followed /proc/self/root")
 		}
-		errc <- err
-	}()
-	if err := <-errc; err != nil {
-		var s errSkip
-		if errors.As(err, &s) {
-			t.Skipf("a private mount namespace: %v", s.err)
-		}
+		return err
+	})
+	if err != nil {
 		t.Errorf("StatInProcess through the root's live /proc: %v", err)
 	}
 	// The same tree without a procfs: /proc/PID/root is what the tree has.
@@ -444,6 +421,41 @@ func TestStatInProcessUnderARootWithLiveProcfs(t *testing.T) {
 	if err != nil || n.Type != TypeRegular {
 		t.Errorf("captured /proc/42/root: %+v, %v", n, err)
 	}
+}
+
+// withProcMounted runs fn on a thread of its own in a private mount
+// namespace where a procfs is mounted on dir/proc (which must exist): the
+// mounts never show outside, and the thread dies with its goroutine. It
+// skips the test where such a namespace cannot be made, and where fn
+// returns an errSkip; otherwise it returns fn's error.
+func withProcMounted(t *testing.T, dir string, fn func() error) error {
+	t.Helper()
+	// Set up process-wide state before the thread leaves our namespace.
+	procSelfFD()
+	openat2Works()
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			errc <- errSkip{err}
+			return
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			errc <- errSkip{err}
+			return
+		}
+		if err := unix.Mount("proc", filepath.Join(dir, "proc"), "proc", 0, ""); err != nil {
+			errc <- errSkip{err}
+			return
+		}
+		errc <- fn()
+	}()
+	err := <-errc
+	var s errSkip
+	if errors.As(err, &s) {
+		t.Skipf("a private mount namespace: %v", s.err)
+	}
+	return err
 }
 
 type errSkip struct{ err error }

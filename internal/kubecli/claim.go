@@ -64,7 +64,7 @@ Exit status: 0 allocated or allocatable; 1 the claim cannot be allocated;
 				if rerr := g.Render(rep, true); rerr != nil {
 					return rerr
 				}
-				return cli.ExitFor(rep.ExitCode())
+				return cli.ExitFor(rep)
 			}
 			e, err := claim.Explain(cmd.Context(), in)
 			if err != nil {
@@ -74,7 +74,7 @@ Exit status: 0 allocated or allocatable; 1 the claim cannot be allocated;
 			if err := g.Render(rep, true); err != nil {
 				return err
 			}
-			return cli.ExitFor(rep.ExitCode())
+			return cli.ExitFor(rep)
 		},
 	}
 	f := cmd.Flags()

@@ -58,7 +58,7 @@ usage error.`,
 					return err
 				}
 			}
-			return cli.ExitFor(rep.ExitCode())
+			return cli.ExitFor(rep)
 		},
 	}
 	f := cmd.Flags()

@@ -45,7 +45,7 @@ be read, or a usage error.`,
 			if err := g.Render(rep, true); err != nil {
 				return err
 			}
-			return cli.ExitFor(rep.ExitCode())
+			return cli.ExitFor(rep)
 		},
 	}
 	f := cmd.Flags()

@@ -108,7 +108,7 @@ document could be judged (empty input, or only kinds lint does not read).`,
 				// of it: the manifests' own verdict is not the answer asked.
 				return cli.ExitErr(2, fmt.Errorf("--cluster: the API server answered none of the LISTs (RuntimeClasses: %v)", lc.RuntimeClassesErr))
 			}
-			return cli.ExitFor(rep.ExitCode())
+			return cli.ExitFor(rep)
 		},
 	}
 	fl := cmd.Flags()

@@ -413,7 +413,7 @@ func RenderTest(g *cli.Globals, command, source string, findings []report.Findin
 			return err
 		}
 	}
-	return cli.ExitFor(rep.ExitCode())
+	return cli.ExitFor(rep)
 }
 
 // MeasurementTable is what was timed.
