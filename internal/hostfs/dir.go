@@ -63,8 +63,16 @@ func (r *Root) OpenDir(p string) (*Dir, error) {
 	if err != nil {
 		return nil, pathErr("readdir", p, err)
 	}
-	d := &Dir{r: r, path: cp, fd: -1}
 	fd, err := r.open(cp, unix.O_RDONLY|unix.O_DIRECTORY)
+	return r.listDir(p, cp, fd, err)
+}
+
+// listDir is the Dir of the clean host path cp (asked for as p), from fd,
+// its open directory, or the open's error openErr: the listing, merged
+// with the manifest's, or the error OpenDir gives.
+func (r *Root) listDir(p, cp string, fd int, openErr error) (*Dir, error) {
+	d := &Dir{r: r, path: cp, fd: -1}
+	err := openErr
 	if err == nil {
 		d.entries, err = readDirEntries(fd)
 		if err != nil {
@@ -82,6 +90,7 @@ func (r *Root) OpenDir(p string) (*Dir, error) {
 	}
 	d.names, err = r.mergeListing(p, cp, names, err)
 	if err != nil {
+		d.Close()
 		return nil, err
 	}
 	return d, nil
@@ -112,24 +121,12 @@ func (r *Root) ResolveDir(p string) (real string, d *Dir, dirErr, err error) {
 			err = errors.New("outside the root")
 		}
 	}
-	var entries []dirent
-	if err == nil {
-		entries, err = readDirEntries(fd)
-	}
 	if err != nil {
 		unix.Close(fd)
 		return r.resolveThenOpen(p)
 	}
-	d = &Dir{r: r, path: real, fd: fd, entries: entries}
-	names := make([]string, len(entries))
-	for i, e := range entries {
-		names[i] = e.name
-	}
-	if d.names, dirErr = r.mergeListing(real, real, names, nil); dirErr != nil {
-		d.Close()
-		return real, nil, dirErr, nil
-	}
-	return real, d, nil, nil
+	d, dirErr = r.listDir(real, real, fd, nil)
+	return real, d, dirErr, nil
 }
 
 func (r *Root) resolveThenOpen(p string) (real string, d *Dir, dirErr, err error) {
