@@ -19,33 +19,21 @@ import (
 	"time"
 
 	"github.com/accel-doctor/accel-doctor/internal/probe"
+	"github.com/accel-doctor/accel-doctor/internal/testbin"
 )
 
-var helperBin string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "accel-doctor-cuda-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	helperBin = filepath.Join(dir, probe.HelperName)
-	build := exec.Command("go", "build", "-o", helperBin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		os.Exit(2)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+// helperBin is the helper built as it ships (CGO_ENABLED=0), by
+// internal/testbin once for the whole run.
+func helperBin(t testing.TB) string {
+	t.Helper()
+	return filepath.Join(testbin.Dir(t, "../..", testbin.Options{Static: true, Packages: []string{"./cmd/accel-doctor-cuda"}}), probe.HelperName)
 }
 
 // TestHelperIsDynamicWithoutCgo holds what the design rests on: purego
 // without cgo gives a dynamically linked executable (so that it can
 // dlopen glibc libraries), built with CGO_ENABLED=0.
 func TestHelperIsDynamicWithoutCgo(t *testing.T) {
-	f, err := elf.Open(helperBin)
+	f, err := elf.Open(helperBin(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,13 +118,14 @@ func fakeLib(t *testing.T, dir, soname, src string, defs ...string) {
 
 func runHelper(t *testing.T, libDir string, timeout time.Duration, libs ...*probe.LibProbe) {
 	t.Helper()
-	f, err := os.Open(helperBin)
+	bin := helperBin(t)
+	f, err := os.Open(bin)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	env := append(os.Environ(), "LD_LIBRARY_PATH="+libDir)
-	probe.RunHelper(context.Background(), probe.Helper{File: f, Path: helperBin, Timeout: timeout, Env: env}, libs)
+	probe.RunHelper(context.Background(), probe.Helper{File: f, Path: bin, Timeout: timeout, Env: env}, libs)
 }
 
 func steps(l *probe.LibProbe) string {
@@ -280,7 +269,7 @@ func TestRunEndToEnd(t *testing.T) {
 	fakeLib(t, dir, probe.LibCUDA, fakeCUDA, "FAKE_DEVICES=1")
 	fakeLib(t, dir, probe.LibNVML, fakeNVML, "FAKE_NVML_INIT=0")
 	r := probe.Run(context.Background(), probe.Options{
-		Dev: t.TempDir(), HelperPath: helperBin,
+		Dev: t.TempDir(), HelperPath: helperBin(t),
 		Env: append(os.Environ(), "LD_LIBRARY_PATH="+dir),
 	})
 	for _, l := range []probe.LibProbe{r.CUDA, r.NVML} {

@@ -28,12 +28,7 @@ func TestHandOverToKubeBinary(t *testing.T) {
 	if r.code != 2 || !strings.Contains(r.stderr, "accel-doctor-kube") || !strings.Contains(r.stderr, "go build") {
 		t.Errorf("without accel-doctor-kube: exit %d, stderr %q", r.code, r.stderr)
 	}
-	dir := t.TempDir()
-	build := exec.Command("go", "build", "-trimpath", "-tags=grpcnotrace", "-ldflags=-s -w", "-o", dir+"/", ".", "../accel-doctor-kube")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	dir := product(t)
 	run := func(args ...string) (string, string, int) {
 		cmd := exec.Command(filepath.Join(dir, "accel-doctor"), args...)
 		cmd.Env = append(os.Environ(), "PATH=/usr/bin:/bin")
@@ -109,7 +104,8 @@ func TestKubeletCallsThroughTheHelper(t *testing.T) {
 		return report.Finding{}, 0
 	}
 
-	// Alone (TestMain's binary), no helper on PATH.
+	// Alone, no helper on PATH.
+	bin := accelDoctor(t)
 	if f, code := plugin(t, bin); f.Status != report.NotRun || f.Code != "KUBELET_PLUGIN_NOT_ANSWERING" || !strings.Contains(f.Reason, "accel-doctor-kubelet") || code != 0 {
 		t.Errorf("without accel-doctor-kubelet: exit %d, %+v", code, f)
 	}
@@ -125,13 +121,7 @@ func TestKubeletCallsThroughTheHelper(t *testing.T) {
 	}
 
 	// Both binaries side by side: the plugin answered.
-	both := t.TempDir()
-	build := exec.Command("go", "build", "-trimpath", "-tags=grpcnotrace", "-ldflags=-s -w", "-o", both+"/", ".", "../accel-doctor-kubelet")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	f, code := plugin(t, filepath.Join(both, "accel-doctor"))
+	f, code := plugin(t, filepath.Join(product(t), "accel-doctor"))
 	if f.Status != report.Pass || f.Code != "KUBELET_PLUGIN_OK" || code != 0 {
 		t.Errorf("with accel-doctor-kubelet: exit %d, %+v", code, f)
 	}

@@ -25,27 +25,26 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/accel-doctor/accel-doctor/internal/testbin"
 	"github.com/accel-doctor/accel-doctor/internal/testutil"
 )
 
-var bin string
+// accelDoctor is accel-doctor alone in its directory, static as it ships
+// (CGO_ENABLED=0: the tests here hold that it runs in an empty root);
+// internal/testbin builds it once for the whole run. -trimpath and
+// stripping, the rest of the README's build, change no behaviour, and
+// would compile every package again beside go test's build.
+func accelDoctor(t testing.TB) string {
+	t.Helper()
+	return filepath.Join(testbin.Dir(t, "../..", testbin.Options{Static: true, Packages: []string{"./cmd/accel-doctor"}}), "accel-doctor")
+}
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "accel-doctor-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	bin = filepath.Join(dir, "accel-doctor")
-	build := exec.Command("go", "build", "-trimpath", "-tags=grpcnotrace", "-ldflags=-s -w", "-o", bin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		os.Exit(2)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+// product is the three binaries side by side, built with go test's own
+// settings (product_test.go has go test compile their packages first):
+// for the tests of what one binary does with the others.
+func product(t testing.TB) string {
+	t.Helper()
+	return testbin.Dir(t, "../..", testbin.Options{})
 }
 
 const hosts = "../../testdata/hosts/"
@@ -57,7 +56,7 @@ type result struct {
 
 func runBin(t *testing.T, env []string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(accelDoctor(t), args...)
 	cmd.Env = append(os.Environ(), env...)
 	var o, e bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &o, &e
@@ -76,6 +75,7 @@ func runBin(t *testing.T, env []string, args ...string) result {
 // A static binary: no program interpreter, no dynamic section, and the
 // build says CGO_ENABLED=0.
 func TestBinaryIsStatic(t *testing.T) {
+	bin := accelDoctor(t)
 	f, err := elf.Open(bin)
 	if err != nil {
 		t.Fatal(err)
@@ -195,6 +195,7 @@ func TestOutputFormats(t *testing.T) {
 
 // `check --snapshot demo | head -1`, 20 times, leaves nothing behind.
 func TestNothingLeftBehindByAClosedPipe(t *testing.T) {
+	bin := accelDoctor(t)
 	tmp := t.TempDir()
 	for i := 0; i < 20; i++ {
 		cmd := exec.Command("sh", "-c", bin+" check --snapshot demo --verbose | head -1")
@@ -252,7 +253,7 @@ func TestSignalsEndARunWithNothingToCleanUp(t *testing.T) {
 func signalBlockedRun(t *testing.T, sig syscall.Signal, ready func(tmp string) bool, args ...string) (time.Duration, error) {
 	t.Helper()
 	tmp := t.TempDir()
-	cmd := exec.Command(bin, args...)
+	cmd := exec.Command(accelDoctor(t), args...)
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	pr, pw, err := os.Pipe()
 	if err != nil {

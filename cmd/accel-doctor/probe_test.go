@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/accel-doctor/accel-doctor/internal/testbin"
 )
 
 // TestProbeInAScratchImage: the static binary alone in an otherwise
@@ -20,7 +22,7 @@ func TestProbeInAScratchImage(t *testing.T) {
 	for _, d := range []string{"dev", "proc"} {
 		os.Mkdir(filepath.Join(root, d), 0o755)
 	}
-	b, err := os.ReadFile(bin)
+	b, err := os.ReadFile(accelDoctor(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,6 +47,8 @@ func TestProbeInAScratchImage(t *testing.T) {
 //
 //	go test -run XXX -bench ProbeCommand ./cmd/accel-doctor
 func BenchmarkProbeCommand(b *testing.B) {
+	// The README's build: its size is the figure.
+	bin := filepath.Join(testbin.Dir(b, "../..", testbin.Options{Release: true, Packages: []string{"./cmd/accel-doctor"}}), "accel-doctor")
 	st, err := os.Stat(bin)
 	if err != nil {
 		b.Fatal(err)

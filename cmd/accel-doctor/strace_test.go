@@ -20,6 +20,7 @@ func TestDiagnosisWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Skip("strace is not installed (.ci/run installs it)")
 	}
+	bin := accelDoctor(t)
 	tmp := t.TempDir()
 	for _, args := range [][]string{
 		{"check"},

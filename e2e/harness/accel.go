@@ -27,40 +27,48 @@ var (
 )
 
 // AccelDoctor is the path of the accel-doctor binary built from the
-// repository that holds this module, as the README builds it (static,
-// CGO_ENABLED=0, -trimpath). It is built once per test binary, into a
-// directory removed when the process exits normally; between runs the go
-// build cache keeps the compiled packages and the linked binary, so a
-// build with nothing changed takes about a second.
+// repository that holds this module, with accel-doctor-kubelet and
+// accel-doctor-kube beside it as they ship (accel-doctor hands plugin,
+// cluster, agent, lint, claim, dra and plugin --dra to them). The product
+// module's internal/testbin builds them, once for every test binary of a
+// run (the e2e packages' and the product's own), into a directory it
+// keeps between runs; with nothing changed that costs go build's check.
 func AccelDoctor(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() { builtBin, buildErr = buildAccelDoctor() })
+	buildOnce.Do(func() { builtBin, buildErr = buildAccelDoctor(t) })
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	return builtBin
 }
 
-func buildAccelDoctor() (string, error) {
+func buildAccelDoctor(t testing.TB) (string, error) {
 	root, err := productRoot()
 	if err != nil {
 		return "", err
 	}
-	dir, err := os.MkdirTemp("", "accel-doctor-e2e-bin-")
-	if err != nil {
-		return "", err
+	// testbin is a command of the product module (this module cannot
+	// import its packages); it stops its build at -timeout, leaving this
+	// test binary time to say so.
+	args := []string{"run", "./internal/testbin/cmd/testbin"}
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if dl, ok := d.Deadline(); ok {
+			args = append(args, "-timeout", time.Until(dl.Add(-30*time.Second)).Round(time.Second).String())
+		}
 	}
-	// Both binaries, side by side as they ship: accel-doctor hands the
-	// commands that link the Kubernetes client (cluster, agent, lint,
-	// claim, dra, plugin --dra) to accel-doctor-kube beside it.
-	bin := filepath.Join(dir, "accel-doctor")
-	cmd := exec.Command("go", "build", "-trimpath", "-tags=grpcnotrace", "-ldflags=-s -w", "-o", dir+"/", "./cmd/accel-doctor", "./cmd/accel-doctor-kubelet", "./cmd/accel-doctor-kube")
+	cmd := exec.Command("go", args...)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/accel-doctor ./cmd/accel-doctor-kubelet ./cmd/accel-doctor-kube in %s: %v\n%s", root, err, out)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	// Its own process group, killed with this process: a test binary that
+	// go test stops leaves no build behind (testbin's go build dies with
+	// testbin).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go %s in %s: %v\n%s", strings.Join(args, " "), root, err, stderr.String())
 	}
-	return bin, nil
+	return filepath.Join(strings.TrimSpace(string(out)), "accel-doctor"), nil
 }
 
 // productRoot finds the product module's directory: the nearest directory
@@ -88,13 +96,6 @@ func modulePath(gomod []byte) string {
 		}
 	}
 	return ""
-}
-
-// removeBuilt removes what AccelDoctor built; Main calls it after the tests.
-func removeBuilt() {
-	if builtBin != "" {
-		os.RemoveAll(filepath.Dir(builtBin))
-	}
 }
 
 // Proc is an accel-doctor process a test started (plugin serve, plugin

@@ -59,21 +59,15 @@ func Main(m *testing.M) {
 			os.Exit(1)
 		}
 		inNamespace = true
-		code := m.Run()
-		removeBuilt()
-		os.Exit(code)
+		os.Exit(m.Run())
 	case os.Geteuid() != 0:
 		notRun = "needs root: the kubelet's device manager runs in a private mount namespace over " + KubeletDir
-		code := m.Run()
-		removeBuilt()
-		os.Exit(code)
+		os.Exit(m.Run())
 	}
 	code, err := runInNamespace()
 	if err != nil {
 		notRun = fmt.Sprintf("cannot run the tests in a private mount namespace: %v", err)
-		code := m.Run()
-		removeBuilt()
-		os.Exit(code)
+		os.Exit(m.Run())
 	}
 	os.Exit(code)
 }

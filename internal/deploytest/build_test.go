@@ -2,66 +2,30 @@ package deploytest
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
+
+	"github.com/accel-doctor/accel-doctor/internal/testbin"
 )
 
 // repoRoot is the repository's root, two levels above this package.
 const repoRoot = "../.."
 
-var (
-	buildOnce sync.Once
-	buildDir  string
-	buildErr  error
-)
-
 // version is what the test binaries report (-X ...cli.Version), so that a
 // test can tell its own build from any accel-doctor on PATH.
 const version = "deploytest-1"
 
-// binaries builds accel-doctor and accel-doctor-kube once, static, as the
-// README builds them, into one directory, and returns it.
-func binaries(t *testing.T) string {
+// binaries returns the directory holding accel-doctor, accel-doctor-kubelet
+// and accel-doctor-kube stamped with version, built by internal/testbin
+// once for the run. static builds them with CGO_ENABLED=0, as they ship,
+// for what runs in an empty root (the image); otherwise with go test's own
+// settings (product_test.go has go test compile their packages first).
+func binaries(t *testing.T, static bool) string {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("-short: builds both binaries (about a minute cold)")
+		t.Skip("-short: builds the three binaries")
 	}
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "accel-doctor-deploytest-")
-		if buildErr != nil {
-			return
-		}
-		cmd := exec.Command("go", "build", "-trimpath", "-tags=grpcnotrace",
-			"-ldflags=-s -w -X github.com/accel-doctor/accel-doctor/internal/cli.Version="+version,
-			"-o", buildDir+"/", "./cmd/accel-doctor", "./cmd/accel-doctor-kubelet", "./cmd/accel-doctor-kube")
-		cmd.Dir = repoRoot
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = &buildError{err: err, out: string(out)}
-		}
-	})
-	if buildErr != nil {
-		t.Fatalf("go build: %v", buildErr)
-	}
-	return buildDir
-}
-
-type buildError struct {
-	err error
-	out string
-}
-
-func (e *buildError) Error() string { return e.err.Error() + ": " + strings.TrimSpace(e.out) }
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if buildDir != "" {
-		os.RemoveAll(buildDir)
-	}
-	os.Exit(code)
+	return testbin.Dir(t, repoRoot, testbin.Options{Static: static, Version: version})
 }
 
 // copyFile copies src to dst with mode.

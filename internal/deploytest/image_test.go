@@ -44,7 +44,7 @@ func TestImageBuildah(t *testing.T) {
 	if err != nil {
 		t.Skip("buildah is not installed (apt-get install buildah; .ci/run installs it)")
 	}
-	bins := binaries(t)
+	bins := binaries(t, true)
 	ctx := t.TempDir()
 	for _, n := range []string{"accel-doctor", "accel-doctor-kubelet", "accel-doctor-kube"} {
 		copyFile(t, filepath.Join(bins, n), filepath.Join(ctx, n), 0o755)

@@ -24,7 +24,7 @@ import (
 // accel-doctor-kubelet and accel-doctor-kube beside it, as krew installs
 // them.
 func pluginDir(t *testing.T) string {
-	bins := binaries(t)
+	bins := binaries(t, false)
 	dir := t.TempDir()
 	copyFile(t, filepath.Join(bins, "accel-doctor"), filepath.Join(dir, cli.KubectlPlugin), 0o755)
 	copyFile(t, filepath.Join(bins, "accel-doctor-kubelet"), filepath.Join(dir, cli.KubeletBinary), 0o755)
@@ -62,7 +62,7 @@ func TestKubectlPlugin(t *testing.T) {
 			t.Errorf("kubectl-accel_doctor %s: no %q in\n%s", strings.Join(c.args, " "), c.want, out)
 		}
 	}
-	if out := output(t, exec.Command(filepath.Join(binaries(t), "accel-doctor"), "check", "--help")); !strings.Contains(out, "Usage:\n  accel-doctor check [flags]") {
+	if out := output(t, exec.Command(filepath.Join(binaries(t, false), "accel-doctor"), "check", "--help")); !strings.Contains(out, "Usage:\n  accel-doctor check [flags]") {
 		t.Errorf("accel-doctor check --help under its own name:\n%s", out)
 	}
 	// A real check through the plugin: the built-in demo snapshot, whose

@@ -409,7 +409,7 @@ func TestJobAndProbeGate(t *testing.T) {
 // `accel-doctor lint` (the binary, as a user runs it) flags nothing in the
 // manifests: every workload LINT_CLEAN, no WARN or FAIL.
 func TestLintFlagsNothing(t *testing.T) {
-	bin := binaries(t)
+	bin := binaries(t, false)
 	args := []string{"lint", "-o", "json"}
 	workloads := 0
 	for _, dir := range manifestDirs {

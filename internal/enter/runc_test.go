@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/accel-doctor/accel-doctor/internal/probe"
+	"github.com/accel-doctor/accel-doctor/internal/testbin"
 )
 
 func TestMain(m *testing.M) {
@@ -26,38 +26,14 @@ func TestMain(m *testing.M) {
 	if TrampolineMain() {
 		return
 	}
-	code := m.Run()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
-var (
-	binOnce sync.Once
-	binDir  string
-	binErr  error
-)
-
-// accelDoctor builds the static accel-doctor once, to run inside the
-// test containers (the test's own rootfs; the product never copies it).
+// accelDoctor is the static accel-doctor, to run inside the test
+// containers (the test's own rootfs; the product never copies it).
 func accelDoctor(t testing.TB) string {
 	t.Helper()
-	binOnce.Do(func() {
-		binDir, binErr = os.MkdirTemp("", "accel-doctor-enter-bin-")
-		if binErr != nil {
-			return
-		}
-		build := exec.Command("go", "build", "-o", filepath.Join(binDir, "accel-doctor"), "../../cmd/accel-doctor")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return filepath.Join(binDir, "accel-doctor")
+	return filepath.Join(testbin.Dir(t, "../..", testbin.Options{Static: true, Packages: []string{"./cmd/accel-doctor"}}), "accel-doctor")
 }
 
 type container struct {
@@ -434,15 +410,8 @@ func TestHostProbeRunsTheHelperInside(t *testing.T) {
 	if err != nil {
 		t.Skip("no C compiler for the stand-in library")
 	}
-	accelDoctor(t)
-	helper := filepath.Join(binDir, probe.HelperName)
-	if _, err := os.Stat(helper); err != nil {
-		build := exec.Command("go", "build", "-o", helper, "../../cmd/accel-doctor-cuda")
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("go build helper: %v\n%s", err, out)
-		}
-	}
+	// Built as it ships: CGO_ENABLED=0 (purego), dynamically linked.
+	helper := filepath.Join(testbin.Dir(t, "../..", testbin.Options{Static: true, Packages: []string{"./cmd/accel-doctor-cuda"}}), probe.HelperName)
 	libDir := filepath.Join(worldDir(t), "lib")
 	os.Mkdir(libDir, 0o755)
 	src := filepath.Join(t.TempDir(), "fake.c")

@@ -3,7 +3,6 @@ package testutil
 import (
 	"bufio"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -12,38 +11,19 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/accel-doctor/accel-doctor/internal/testbin"
 )
 
-var (
-	binOnce sync.Once
-	binDir  string
-	binErr  error
-)
-
-// Binaries builds accel-doctor and accel-doctor-kube once per test binary,
-// side by side as they ship (static, stripped: the README's build), for
-// tests that run them as processes; repo is the repository root relative
-// to the test's package. It returns accel-doctor's path.
+// Binaries builds accel-doctor, accel-doctor-kubelet and accel-doctor-kube
+// side by side, for tests that run them as processes, and returns
+// accel-doctor's path; repo is the repository root relative to the test's
+// package. internal/testbin builds them once for every test binary of a
+// run, with go test's own settings: a test file of the calling package
+// imports internal/testbin/product, so that the build only links.
 func Binaries(t testing.TB, repo string) string {
 	t.Helper()
-	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "adbin")
-		if err != nil {
-			binErr = err
-			return
-		}
-		binDir = dir
-		build := exec.Command("go", "build", "-trimpath", "-tags=grpcnotrace", "-ldflags=-s -w", "-o", dir+"/", "./cmd/accel-doctor", "./cmd/accel-doctor-kubelet", "./cmd/accel-doctor-kube")
-		build.Dir = repo
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := build.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("%v: %s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatalf("build: %v", binErr)
-	}
-	return filepath.Join(binDir, "accel-doctor")
+	return filepath.Join(testbin.Dir(t, repo, testbin.Options{}), "accel-doctor")
 }
 
 // SockDir is a short temporary directory (a socket's path must fit

@@ -1,0 +1,6 @@
+package deploytest
+
+// Some tests here run the three binaries (binaries in build_test.go):
+// linking every package they need makes go test compile those packages
+// before these tests start, so that their build only links.
+import _ "github.com/accel-doctor/accel-doctor/internal/testbin/product"
