@@ -50,9 +50,6 @@ func TestHandOverToKubeBinary(t *testing.T) {
 	if _, _, code := run("lint", "-f", "../../internal/lint/testdata/planted"); code != 1 {
 		t.Errorf("lint's FAIL exit status did not come through: %d", code)
 	}
-	if out, _, code := run("explain", "lint_privileged_gpu"); code != 0 || !strings.HasPrefix(out, "LINT_PRIVILEGED_GPU") {
-		t.Errorf("explain of a kube code: exit %d, %q", code, out)
-	}
 	if out, _, code := run("--help"); code != 0 || !strings.Contains(out, "cluster") || !strings.Contains(out, "lint") {
 		t.Errorf("help does not list the handed-over commands: %q", out)
 	}

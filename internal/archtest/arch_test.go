@@ -35,25 +35,25 @@ var allowed = map[string][]string{
 	"dra":     {"hostfs", "kubelet", "cdi", "driver", "lazyre", "kubeletrpc"}, // the node's DRA state, read-only
 	// kubeletrpc: layer 6's calls on the kubelet's sockets (types, and the
 	// exec of accel-doctor-kubelet); its grpccall makes them with gRPC.
-	"kubeletrpc":  {"hostfs"},
-	"plugincodes": {}, // plugin test's catalog, for explain without the plugin's gRPC
-	"resname":     {}, // the extended-resource name rule: deviceplugin, lint and cluster share it
-	"topo":        {"hostfs", "pci"},
-	"fixture":     {"hostfs", "pci", "kubelet"}, // pci.ConfigSpec encodes the trees' config spaces; kubelet their kubelet captures
-	"demo":        {"hostfs"},
-	"diagnose":    {"hostfs", "report", "pci", "driver", "devnode", "cgroup", "probe", "runtime", "cdi", "iommu", "kubelet", "dra", "kubeletrpc"},
-	"lint":        {"report", "resname"}, // manifests only (bytes in, findings out); in accel-doctor-kube (internal/kubecli)
+	"kubeletrpc": {"hostfs"},
+	"catalog":    {}, // the codes of plugin test, lint, cluster, claim and dra: every binary's explain, without their gRPC or client-go
+	"resname":    {}, // the extended-resource name rule: deviceplugin, lint and cluster share it
+	"topo":       {"hostfs", "pci"},
+	"fixture":    {"hostfs", "pci", "kubelet"}, // pci.ConfigSpec encodes the trees' config spaces; kubelet their kubelet captures
+	"demo":       {"hostfs"},
+	"diagnose":   {"hostfs", "report", "pci", "driver", "devnode", "cgroup", "probe", "runtime", "cdi", "iommu", "kubelet", "dra", "kubeletrpc"},
+	"lint":       {"report", "resname", "catalog"}, // manifests only (bytes in, findings out); in accel-doctor-kube (internal/kubecli)
 	// deviceplugin sits beside diagnose: a writer (its sockets, its CDI
 	// spec) that reads devices through the readers and reports findings.
-	"deviceplugin": {"hostfs", "pci", "devnode", "cdi", "report", "lazyre", "plugincodes", "resname"},
-	"cluster":      {"report", "pci", "resname"}, // reads the API server (client-go) and reports findings; pci classifies NFD's class labels as the node does
+	"deviceplugin": {"hostfs", "pci", "devnode", "cdi", "report", "lazyre", "catalog", "resname"},
+	"cluster":      {"report", "pci", "resname", "catalog"}, // reads the API server (client-go) and reports findings; pci classifies NFD's class labels as the node does
 	// dramock is a writer beside deviceplugin: the DRA mock driver (its
 	// sockets and CDI specs) and the kubelet-side DRA tester.
-	"dramock": {"hostfs", "cdi", "report", "deviceplugin", "dra"},
+	"dramock": {"hostfs", "cdi", "report", "deviceplugin", "dra", "catalog"},
 	// agent is accel-doctor-kube's DaemonSet mode: it runs diagnose and
 	// writes its own node's condition and annotation (client-go).
 	"agent":      {"hostfs", "report", "diagnose", "cluster", "driver", "kubelet"},
-	"claim":      {"report", "cluster"}, // DRA claims through the API server (cluster's client setup); in accel-doctor-kube
+	"claim":      {"report", "cluster", "catalog"}, // DRA claims through the API server (cluster's client setup); in accel-doctor-kube
 	"cli":        {"*"},
 	"kubecli":    {"*"}, // accel-doctor-kube's commands: cli's Extension
 	"kubeletcli": {"*"}, // accel-doctor-kubelet's commands: cli's Extension

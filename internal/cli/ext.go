@@ -14,7 +14,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/accel-doctor/accel-doctor/internal/diagnose"
 	"github.com/accel-doctor/accel-doctor/internal/kubeletrpc"
 	"github.com/accel-doctor/accel-doctor/internal/report"
 	"github.com/accel-doctor/accel-doctor/internal/trim"
@@ -55,10 +54,6 @@ var KubeCommands = []struct{ Name, Short string }{
 	{"dra", "DRA across the fleet: slices, drivers, pending claims (in accel-doctor-kube)"},
 }
 
-// KubeCodePrefixes are the code families of accel-doctor-kube's catalogs:
-// explain hands those codes to it.
-var KubeCodePrefixes = []string{"LINT_", "CLUSTER_", "CLAIM_", "DRA_FLEET_", "AGENT_", "DRA_PLUGIN_"}
-
 // Extension is what accel-doctor-kubelet or accel-doctor-kube adds to
 // this CLI.
 type Extension struct {
@@ -68,8 +63,6 @@ type Extension struct {
 	KubeletRPC kubeletrpc.Caller
 	// Commands are its commands (named as in KubeCommands).
 	Commands func(g *Globals) []*cobra.Command
-	// Codes are its catalogs, for explain.
-	Codes []diagnose.Code
 	// DRA is plugin mock --dra and plugin test --dra.
 	DRA *DRAPlugin
 }
@@ -230,11 +223,6 @@ func (g *globals) kubeletRPC() kubeletrpc.Caller {
 		}
 		return p, nil
 	}}
-}
-
-// isKubeCode: explain hands the code to accel-doctor-kube.
-func isKubeCode(code string) bool {
-	return slices.ContainsFunc(KubeCodePrefixes, func(p string) bool { return len(code) > len(p) && code[:len(p)] == p })
 }
 
 // ExitFor is the error of a report's exit (nil for 0; verdictExit).

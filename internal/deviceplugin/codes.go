@@ -1,61 +1,68 @@
 package deviceplugin
 
-import "github.com/accel-doctor/accel-doctor/internal/plugincodes"
+import "github.com/accel-doctor/accel-doctor/internal/catalog"
 
-// The catalog of `plugin test`'s codes lives in internal/plugincodes, which
+// The catalog of `plugin test`'s codes lives in internal/catalog, which
 // links nothing, so that accel-doctor's explain knows these codes without
 // linking this package's gRPC (internal/kubeletrpc's doc says why).
-type Code = plugincodes.Code
+type Code = catalog.Code
 
 // Codes are the codes `plugin test` reports.
-var Codes = plugincodes.Codes
+var Codes = catalog.Plugin
 
 // CodeOf looks a code up.
-func CodeOf(code string) (Code, bool) { return plugincodes.CodeOf(code) }
+func CodeOf(code string) (Code, bool) {
+	for _, c := range Codes {
+		if c.Code == code {
+			return c, true
+		}
+	}
+	return Code{}, false
+}
 
 const (
 	// AllocateSlowThreshold is where an Allocate's p99 becomes a WARN (ms).
-	AllocateSlowThreshold = plugincodes.AllocateSlowThreshold
+	AllocateSlowThreshold = catalog.PluginAllocateSlowThreshold
 
-	CodeRegistered            = plugincodes.CodeRegistered
-	CodeNotRegistered         = plugincodes.CodeNotRegistered
-	CodeAPIVersion            = plugincodes.CodeAPIVersion
-	CodeResourceNameInvalid   = plugincodes.CodeResourceNameInvalid
-	CodeEndpointUnreachable   = plugincodes.CodeEndpointUnreachable
-	CodeRegisterBeforeServe   = plugincodes.CodeRegisterBeforeServe
-	CodeDuplicateRegistration = plugincodes.CodeDuplicateRegistration
-	CodeOptionsOK             = plugincodes.CodeOptionsOK
-	CodeOptionsFailed         = plugincodes.CodeOptionsFailed
-	CodeListed                = plugincodes.CodeListed
-	CodeListAndWatchFailed    = plugincodes.CodeListAndWatchFailed
-	CodeNoDevices             = plugincodes.CodeNoDevices
-	CodeDeviceIDDuplicate     = plugincodes.CodeDeviceIDDuplicate
-	CodeDeviceIDInvalid       = plugincodes.CodeDeviceIDInvalid
-	CodeDeviceIDLong          = plugincodes.CodeDeviceIDLong
-	CodeHealthInvalid         = plugincodes.CodeHealthInvalid
-	CodeDevicesUnhealthy      = plugincodes.CodeDevicesUnhealthy
-	CodeNoHealthyDevices      = plugincodes.CodeNoHealthyDevices
-	CodeNUMAUnknown           = plugincodes.CodeNUMAUnknown
-	CodeHealthFlapping        = plugincodes.CodeHealthFlapping
-	CodeHealthUpdate          = plugincodes.CodeHealthUpdate
-	CodeHealthNotReported     = plugincodes.CodeHealthNotReported
-	CodePreferredOK           = plugincodes.CodePreferredOK
-	CodePreferredWrong        = plugincodes.CodePreferredWrong
-	CodePreferredFailed       = plugincodes.CodePreferredFailed
-	CodeAllocateOK            = plugincodes.CodeAllocateOK
-	CodeAllocateFailed        = plugincodes.CodeAllocateFailed
-	CodeAllocateSlow          = plugincodes.CodeAllocateSlow
-	CodeCrashed               = plugincodes.CodeCrashed
-	CodeAllocateInvalid       = plugincodes.CodeAllocateInvalid
-	CodeAllocateHostMissing   = plugincodes.CodeAllocateHostMissing
-	CodeAllocateCDIResolved   = plugincodes.CodeAllocateCDIResolved
-	CodeAllocateCDIUnresolved = plugincodes.CodeAllocateCDIUnresolved
-	CodeAllocateEnvInvalid    = plugincodes.CodeAllocateEnvInvalid
-	CodeAllocateEnvUnusual    = plugincodes.CodeAllocateEnvUnusual
-	CodeUnknownIDAccepted     = plugincodes.CodeUnknownIDAccepted
-	CodePreStartOK            = plugincodes.CodePreStartOK
-	CodePreStartFailed        = plugincodes.CodePreStartFailed
-	CodeReregistered          = plugincodes.CodeReregistered
-	CodeNoReregister          = plugincodes.CodeNoReregister
-	CodeNotRun                = plugincodes.CodeNotRun
+	CodeRegistered            = catalog.PluginRegistered
+	CodeNotRegistered         = catalog.PluginNotRegistered
+	CodeAPIVersion            = catalog.PluginAPIVersion
+	CodeResourceNameInvalid   = catalog.PluginResourceNameInvalid
+	CodeEndpointUnreachable   = catalog.PluginEndpointUnreachable
+	CodeRegisterBeforeServe   = catalog.PluginRegisterBeforeServe
+	CodeDuplicateRegistration = catalog.PluginDuplicateRegistration
+	CodeOptionsOK             = catalog.PluginOptionsOK
+	CodeOptionsFailed         = catalog.PluginOptionsFailed
+	CodeListed                = catalog.PluginListed
+	CodeListAndWatchFailed    = catalog.PluginListAndWatchFailed
+	CodeNoDevices             = catalog.PluginNoDevices
+	CodeDeviceIDDuplicate     = catalog.PluginDeviceIDDuplicate
+	CodeDeviceIDInvalid       = catalog.PluginDeviceIDInvalid
+	CodeDeviceIDLong          = catalog.PluginDeviceIDLong
+	CodeHealthInvalid         = catalog.PluginHealthInvalid
+	CodeDevicesUnhealthy      = catalog.PluginDevicesUnhealthy
+	CodeNoHealthyDevices      = catalog.PluginNoHealthyDevices
+	CodeNUMAUnknown           = catalog.PluginNUMAUnknown
+	CodeHealthFlapping        = catalog.PluginHealthFlapping
+	CodeHealthUpdate          = catalog.PluginHealthUpdate
+	CodeHealthNotReported     = catalog.PluginHealthNotReported
+	CodePreferredOK           = catalog.PluginPreferredOK
+	CodePreferredWrong        = catalog.PluginPreferredWrong
+	CodePreferredFailed       = catalog.PluginPreferredFailed
+	CodeAllocateOK            = catalog.PluginAllocateOK
+	CodeAllocateFailed        = catalog.PluginAllocateFailed
+	CodeAllocateSlow          = catalog.PluginAllocateSlow
+	CodeCrashed               = catalog.PluginCrashed
+	CodeAllocateInvalid       = catalog.PluginAllocateInvalid
+	CodeAllocateHostMissing   = catalog.PluginAllocateHostMissing
+	CodeAllocateCDIResolved   = catalog.PluginAllocateCDIResolved
+	CodeAllocateCDIUnresolved = catalog.PluginAllocateCDIUnresolved
+	CodeAllocateEnvInvalid    = catalog.PluginAllocateEnvInvalid
+	CodeAllocateEnvUnusual    = catalog.PluginAllocateEnvUnusual
+	CodeUnknownIDAccepted     = catalog.PluginUnknownIDAccepted
+	CodePreStartOK            = catalog.PluginPreStartOK
+	CodePreStartFailed        = catalog.PluginPreStartFailed
+	CodeReregistered          = catalog.PluginReregistered
+	CodeNoReregister          = catalog.PluginNoReregister
+	CodeNotRun                = catalog.PluginNotRun
 )

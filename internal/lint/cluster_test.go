@@ -89,7 +89,7 @@ func TestPlantedClusterManifests(t *testing.T) {
 				t.Fatalf("findings %v, want exactly [%s]:\n%s", got, code, dump(r))
 			}
 			for _, f := range r.Findings {
-				if f.Code == code && (f.Status != c.Status || len(f.Evidence) < 2) {
+				if f.Code == code && (string(f.Status) != c.Status || len(f.Evidence) < 2) {
 					t.Errorf("status %s (catalog %s), evidence %v", f.Status, c.Status, f.Evidence)
 				}
 			}

@@ -284,7 +284,7 @@ func finding(code, subject, summary string, ev []report.Evidence) report.Finding
 	if !ok {
 		panic("lint: code not in the catalog: " + code) // a programming error, caught by the tests
 	}
-	return report.Finding{Check: CheckID, Code: code, Layer: report.LayerKube, Status: c.Status,
+	return report.Finding{Check: CheckID, Code: code, Layer: report.LayerKube, Status: report.Status(c.Status),
 		Subject: subject, Summary: summary, Evidence: ev, Remediation: c.Remediation}
 }
 

@@ -57,7 +57,7 @@ func TestPlantedManifests(t *testing.T) {
 				t.Fatalf("findings %v, want exactly [%s]:\n%s", got, code, dump(r))
 			}
 			for _, f := range r.Findings {
-				if f.Code == code && f.Status != c.Status {
+				if f.Code == code && string(f.Status) != c.Status {
 					t.Errorf("status %s, catalog says %s", f.Status, c.Status)
 				}
 				if f.Code == code && len(f.Evidence) == 0 {
@@ -273,7 +273,7 @@ func TestCatalog(t *testing.T) {
 		if c.Title == "" || len(strings.Fields(c.Explain)) < 30 {
 			t.Errorf("%s: title or explanation missing", c.Code)
 		}
-		switch c.Status {
+		switch report.Status(c.Status) {
 		case report.Pass:
 		case report.Warn, report.Fail, report.NotRun:
 			if c.Remediation == "" {
@@ -284,7 +284,7 @@ func TestCatalog(t *testing.T) {
 		}
 		// The status is decided in the explanation: a WARN says why it
 		// is not a FAIL.
-		if c.Status == report.Warn && !strings.Contains(c.Explain, "WARN") {
+		if c.Status == string(report.Warn) && !strings.Contains(c.Explain, "WARN") {
 			t.Errorf("%s: a WARN whose explanation does not say why", c.Code)
 		}
 	}

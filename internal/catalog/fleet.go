@@ -1,7 +1,8 @@
-package claim
+package catalog
 
-// FleetCodes is the catalog of `accel-doctor dra`, in report order.
-var FleetCodes = []Code{{
+// Fleet is the catalog of `dra` (internal/claim's Fleet), in report
+// order.
+var Fleet = []Code{{
 	Code:   "DRA_FLEET_OK",
 	Status: "PASS",
 	Title:  "every accelerator node has a ResourceSlice, every pool is whole and of one generation, no slice's driver is known to be unregistered, no pod waits on a claim",
@@ -84,12 +85,3 @@ resource.k8s.io/v1 API is served from Kubernetes 1.34). What the others show sta
 	Remediation: "Grant list on nodes, pods, resourceslices and resourceclaims.",
 	Facts:       "the API server's answers",
 }}
-
-func fleetCodeOf(code string) (Code, bool) {
-	for _, c := range FleetCodes {
-		if c.Code == code {
-			return c, true
-		}
-	}
-	return Code{}, false
-}
