@@ -57,7 +57,9 @@ with --root /host in a pod and on a snapshot taken with 'snapshot
 below): the one thing this command can change.
 
 Exit status: 0 no FAIL, 1 a FAIL (with --all: in any container), 2 usage
-error (no such container, or an ambiguous prefix) or nothing could be judged.`,
+error (no such container, or an ambiguous prefix) or nothing could be judged.
+SIGINT or SIGTERM during --probe: the probe's processes in the container
+are killed, nothing is reported, and it exits 128+N (130, 143).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if n := countSet(len(args) == 1, all, pod != ""); n != 1 {
@@ -87,8 +89,12 @@ error (no such container, or an ambiguous prefix) or nothing could be judged.`,
 			if len(cs) == 1 && !all {
 				rep, env := judgeContainerEnv(root, source, cs[0])
 				if probe {
-					takeCancel() // the probe's child is ended through the context
-					probeContainer(cmd.Context(), rep, env, cs[0])
+					takeCancel() // the probe's processes are ended through the context
+					ctx := cmd.Context()
+					probeContainer(ctx, rep, env, cs[0])
+					if ctx.Err() != nil {
+						return context.Cause(ctx) // a probe cut short judges nothing
+					}
 				}
 				if err := g.render(rep, verbose); err != nil {
 					return err

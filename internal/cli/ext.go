@@ -77,9 +77,15 @@ type DRAPlugin struct {
 	AddTestFlags       func(cmd *cobra.Command) (given func() bool, run func(ctx context.Context, g *Globals, timeout time.Duration, verbose bool) error)
 }
 
-// HandlesCancel says the running command ends by itself on SIGTERM or
-// SIGINT (its context is cancelled): the signal does not end the process.
-func HandlesCancel() { takeCancel() }
+// TakeCancel says the running command ends by itself on SIGTERM or SIGINT
+// (its context is cancelled, the cause Interrupted) and cleans up what it
+// made; the run then exits 128+N (Run).
+func TakeCancel() { takeCancel() }
+
+// TakeStop says SIGTERM and SIGINT are the running command's normal stop
+// (its context is cancelled): a daemon's, which cleans up and exits with
+// its own status (Run).
+func TakeStop() { takeStop() }
 
 // wantsKube: a command line accel-doctor-kube must run (plugin mock --dra,
 // plugin test --dra) that accel-doctor's own plugin command would refuse.
@@ -194,14 +200,21 @@ func (g *globals) runOther(ctx context.Context, binary string, args []string) er
 	if g.stdout == io.Writer(os.Stdout) && g.stderr == io.Writer(os.Stderr) {
 		return syscall.Exec(p, append([]string{otherArgv0(p)}, args...), os.Environ())
 	}
-	catchSignals() // a signal ends the child through ctx
+	// A signal is passed on to the child, which ends as it would have
+	// ended had it been exec'd; its exit status is the run's.
+	takeStop()
 	c := exec.CommandContext(ctx, p, args...)
+	c.Cancel = func() error { return c.Process.Signal(signalOf(ctx)) }
 	c.Args[0] = otherArgv0(p)
 	c.Stdin, c.Stdout, c.Stderr = os.Stdin, g.stdout, g.stderr
 	err = c.Run()
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		return &exitError{code: ee.ExitCode(), err: nil}
+		code := ee.ExitCode()
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			code = 128 + int(ws.Signal()) // what a shell shows
+		}
+		return &exitError{code: code, err: nil}
 	}
 	if err != nil {
 		return fmt.Errorf("run %s: %w", p, err)

@@ -52,8 +52,16 @@ func (g *globals) openHost(snapshot string) (root *hostfs.Root, source string, c
 }
 
 // removeUnpacked removes every snapshot directory of this process,
-// including one still being unpacked when a signal ends the process.
-func removeUnpacked() { hostfs.RemoveUnpacked() }
+// including one still being unpacked when a signal ends the process;
+// final (the process is exiting on a signal) also keeps any other from
+// being started.
+func removeUnpacked(final bool) {
+	if final {
+		hostfs.StopUnpacking()
+		return
+	}
+	hostfs.RemoveUnpacked()
+}
 
 // snapshotName is what a report calls the root of a snapshot: the archive,
 // not the temporary directory it was unpacked to ("" for a --root).

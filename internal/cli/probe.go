@@ -57,13 +57,22 @@ when that file exists, and only then; it never creates it.
 
 Exit status: 0 no FAIL; 1 a FAIL (an initContainer gate stops the pod);
 2 nothing could be examined (no accelerator node, no library) or a usage
-error. --facts prints what was observed as JSON, without judgement.`,
+error. --facts prints what was observed as JSON, without judgement.
+SIGINT or SIGTERM: the CUDA helper, if it runs, is killed, nothing is
+reported or written, and it exits 128+N (130, 143).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if g.rootSet {
 				return usageErr("probe examines this process's own view of the system; --root does not apply (run it inside the container, or use 'container --probe' from the host)")
 			}
-			r := probe.Run(probeContext(cmd), opt)
+			// The CUDA helper is a child process: a signal ends it
+			// through the context (and a cuInit that hangs with it).
+			takeCancel()
+			ctx := probeContext(cmd)
+			r := probe.Run(ctx, opt)
+			if ctx.Err() != nil {
+				return context.Cause(ctx) // a probe cut short judges nothing
+			}
 			if facts {
 				enc := json.NewEncoder(g.stdout)
 				enc.SetIndent("", "  ")

@@ -71,6 +71,15 @@ func mainWith(ctx context.Context, args []string, stdout, stderr io.Writer, ext 
 
 // exitCode is the exit status of a command's error, which it reports.
 func exitCode(stderr io.Writer, err error) int {
+	if signo, mode, ok := interrupted(); ok {
+		// A signal ends the run (Run): the error it caused (a cancelled
+		// context, an unpack stopped by the cleanup) is no news; one a
+		// command's own cleanup met is.
+		if err != nil && mode == stopByCancel && !interruptionOnly(err) {
+			fmt.Fprintf(stderr, "accel-doctor: %v\n", err)
+		}
+		return 128 + signo
+	}
 	if err == nil {
 		return 0
 	}

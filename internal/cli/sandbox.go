@@ -67,10 +67,19 @@ baseline shares is host-wide policy, not the cgroup's.
 
 With CMD, the exit status is CMD's (128+N when signal N killed it).
 
+SIGINT or SIGTERM N: the signal is passed on to CMD, which gets ` + sandbox.DefaultStopGrace.String() + ` to exit
+(time for a handler to flush and remove its files; short enough that ^C
+still ends the run promptly); then everything in the cgroup is killed, the
+cgroup removed, and accel-doctor exits 128+N (130, 143). A ^C from the
+terminal reached CMD already (it runs in accel-doctor's process group), so
+it is not sent twice. A second signal ends accel-doctor at once: its reaper
+kills CMD and removes the cgroup.
+
 ` + sandbox.RulesHelp,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			// A signal cancels the context; RunSandbox kills what runs in
-			// the cgroup and removes it before we exit.
+			// A signal cancels the context; sandbox.Run passes it on to the
+			// command, kills what is left in the cgroup after the grace
+			// period and removes it; the run then exits 128+N.
 			takeCancel()
 			if v1 && v2 {
 				return usageErr("choose one of --v1 and --v2")

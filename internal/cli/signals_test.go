@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,5 +41,45 @@ func TestCleanupsRunOnce(t *testing.T) {
 	})
 	if code != 0 || n != 11 {
 		t.Errorf("exit %d, cleanups counted %d, want 11", code, n)
+	}
+}
+
+// Once the process is exiting on a signal (its cleanups have run),
+// nothing temporary is made any more, and a removal registered then runs
+// at once: neither could be left behind by the exit.
+func TestSignalExitMakesNothingMore(t *testing.T) {
+	cleanups.mu.Lock()
+	cleanups.closed = true
+	cleanups.mu.Unlock()
+	defer func() {
+		cleanups.mu.Lock()
+		cleanups.closed = false
+		cleanups.mu.Unlock()
+	}()
+	made := false
+	if _, err := makeTemp(func() (func(), error) { made = true; return func() {}, nil }); !errors.Is(err, errExiting) || made {
+		t.Errorf("makeTemp while exiting: made %v, err %v", made, err)
+	}
+	ran := false
+	atExit(func() { ran = true })
+	if !ran {
+		t.Error("a removal registered while exiting did not run at once")
+	}
+}
+
+// A temporary file made with makeTemp is removed by the cleanups, once.
+func TestSignalMakeTempRemoves(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "tmp")
+	n := 0
+	code := protect(os.Stderr, func() int {
+		if _, err := makeTemp(func() (func(), error) {
+			return func() { n++; os.Remove(p) }, os.WriteFile(p, nil, 0o600)
+		}); err != nil {
+			t.Error(err)
+		}
+		return 0
+	})
+	if _, err := os.Stat(p); code != 0 || n != 1 || !os.IsNotExist(err) {
+		t.Errorf("exit %d, removals %d, file: %v", code, n, err)
 	}
 }

@@ -122,12 +122,18 @@ func writeSnapshot(g *globals, root *hostfs.Root, rec *hostfs.Recorder, out stri
 	if out == "-" {
 		return root.WriteSnapshot(rec, g.stdout, tool)
 	}
-	catchSignals() // before the file exists, for atExit to remove it
-	tmp, err := os.CreateTemp(filepath.Dir(out), ".snapshot-*")
+	var tmp *os.File
+	remove, err := makeTemp(func() (func(), error) {
+		var err error
+		tmp, err = os.CreateTemp(filepath.Dir(out), ".snapshot-*")
+		if err != nil {
+			return nil, err
+		}
+		return func() { os.Remove(tmp.Name()) }, nil
+	})
 	if err != nil {
 		return hostfs.SnapshotMeta{}, err
 	}
-	remove := atExit(func() { os.Remove(tmp.Name()) })
 	defer remove()
 	meta, err := root.WriteSnapshot(rec, tmp, tool)
 	if cerr := tmp.Close(); err == nil {

@@ -164,13 +164,29 @@ func Test(ctx context.Context, o TestOptions) (*TestResult, error) {
 	}
 	prep := deviceplugin.Measurement{Name: "NodePrepareResources"}
 	unprep := deviceplugin.Measurement{Name: "NodeUnprepareResources"}
+	// unprepare is never cut short by ctx: a claim this test prepared is
+	// unprepared when the test is stopped too, so that the driver does not
+	// keep it (and its CDI spec).
+	unprepare := func(claim *drapb.Claim) (*drapb.NodeUnprepareResourcesResponse, error) {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.Timeout)
+		defer cancel()
+		return client.NodeUnprepareResources(cctx, &drapb.NodeUnprepareResourcesRequest{Claims: []*drapb.Claim{claim}})
+	}
 	for i := range o.Samples {
+		if ctx.Err() != nil {
+			return res, nil
+		}
 		claim := &drapb.Claim{Namespace: "accel-doctor-test", Name: fmt.Sprintf("claim-%d", i), Uid: newUID()}
 		cctx, cancel := context.WithTimeout(ctx, o.Timeout)
 		t0 := time.Now()
 		pr, err := client.NodePrepareResources(cctx, &drapb.NodePrepareResourcesRequest{Claims: []*drapb.Claim{claim}})
 		prep.Samples = append(prep.Samples, time.Since(t0))
 		cancel()
+		if ctx.Err() != nil {
+			// Stopped during the call: the driver may have prepared it.
+			unprepare(claim)
+			return res, nil
+		}
 		cev := ev(ep, "claim %s/%s uid %s", claim.Namespace, claim.Name, claim.Uid)
 		switch r := pr.GetClaims()[claim.Uid]; {
 		case err != nil:
@@ -188,11 +204,9 @@ func Test(ctx context.Context, o TestOptions) (*TestResult, error) {
 		case i == 0:
 			judgeDevices(o, res, subject, claim, r.GetDevices(), dpIDs)
 		}
-		cctx, cancel = context.WithTimeout(ctx, o.Timeout)
 		t0 = time.Now()
-		ur, err := client.NodeUnprepareResources(cctx, &drapb.NodeUnprepareResourcesRequest{Claims: []*drapb.Claim{claim}})
+		ur, err := unprepare(claim)
 		unprep.Samples = append(unprep.Samples, time.Since(t0))
-		cancel()
 		switch r := ur.GetClaims()[claim.Uid]; {
 		case err != nil:
 			res.add(CodeUnprepareFailed, subject, "NodeUnprepareResources: "+err.Error(), cev)

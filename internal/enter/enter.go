@@ -404,6 +404,10 @@ func (t *target) run(ctx context.Context, opt Options) (*Result, error) {
 		sys.UseCgroupFD = true
 		sys.CgroupFD = int(t.cgfd.Fd())
 	}
+	// A process group of its own, which the CUDA helper it starts joins:
+	// killed as a group, the child cannot leave the helper running in the
+	// container (it would be reparented to the container's init).
+	sys.Setpgid = true
 	env := append(append([]string{}, t.env...), roleEnv+"="+roleProbe)
 	cmd := &exec.Cmd{
 		Path:        "/proc/self/fd/3", // the child's fd 3: t.exe
@@ -445,7 +449,13 @@ func (t *target) run(ctx context.Context, opt Options) (*Result, error) {
 			return
 		}
 		outW.Close()
-		kill := func() { cmd.Process.Kill() }
+		kill := func() {
+			// The group is the child's and its helper's alone; its ID
+			// stays theirs while any of them lives (a PID is not reused
+			// while it names a group).
+			unix.Kill(-cmd.Process.Pid, unix.SIGKILL)
+			cmd.Process.Kill()
+		}
 		stop := context.AfterFunc(ctx, kill)
 		defer stop()
 		joinErr := t.joinV1(cmd.Process.Pid)

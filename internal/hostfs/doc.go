@@ -35,6 +35,6 @@
 // MetaPath. Unpacking (unpack.go) is linear in the archive and bounded in
 // every way a hostile archive could cost (LimitError names the bound); the
 // temporary directories it makes (unpackdir.go) are removed on exit, by
-// RemoveUnpacked on a signal or panic, and by the next run's sweep after a
-// SIGKILL.
+// RemoveUnpacked on a panic and StopUnpacking on a signal (after which none
+// is made), and by the next run's sweep after a SIGKILL.
 package hostfs

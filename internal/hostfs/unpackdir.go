@@ -47,6 +47,8 @@ var errStopped = errors.New("snapshot: unpacking stopped: the unpacked snapshots
 var unpacked struct {
 	mu   sync.Mutex
 	dirs map[*unpackDir]bool
+	// stopped: StopUnpacking came; no directory is made after it.
+	stopped bool
 }
 
 type unpackDir struct {
@@ -95,8 +97,9 @@ func removeAll(p string) {
 // goroutine at any time: from a signal handler's goroutine while another
 // still unpacks (that unpack stops at its next entry; it is waited for 20
 // ms at most), or from a deferred panic handler. It takes no lock that is
-// held while anything but a map update runs. Roots opened on those directories read
-// nothing afterwards (ENOENT).
+// held while anything but a map update or the mkdir of a new directory
+// runs. Roots opened on those directories read nothing afterwards
+// (ENOENT).
 func RemoveUnpacked() {
 	unpacked.mu.Lock()
 	dirs := make([]*unpackDir, 0, len(unpacked.dirs))
@@ -107,6 +110,17 @@ func RemoveUnpacked() {
 	for _, d := range dirs {
 		d.remove()
 	}
+}
+
+// StopUnpacking is RemoveUnpacked for a process that is about to exit (on
+// a signal): no unpack directory is made after it (OpenSnapshot fails), so
+// that an unpack that had not made its directory yet when the others were
+// removed cannot leave one behind.
+func StopUnpacking() {
+	unpacked.mu.Lock()
+	unpacked.stopped = true
+	unpacked.mu.Unlock()
+	RemoveUnpacked()
 }
 
 // identity is what names this process's unpack directories.
@@ -272,17 +286,22 @@ func newUnpackDir(lim unpackLimits) (*unpackDir, error) {
 	for _, d := range uniq("/dev/shm", os.TempDir(), parent) {
 		sweepStale(d, "/proc")
 	}
+	// Made and registered in one step: RemoveUnpacked, from a signal
+	// handler, sees either no directory or a registered one.
+	unpacked.mu.Lock()
+	defer unpacked.mu.Unlock()
+	if unpacked.stopped {
+		return nil, errStopped
+	}
 	p, err := os.MkdirTemp(parent, selfID().dirName())
 	if err != nil {
 		return nil, err
 	}
 	d := &unpackDir{path: p}
-	unpacked.mu.Lock()
 	if unpacked.dirs == nil {
 		unpacked.dirs = map[*unpackDir]bool{}
 	}
 	unpacked.dirs[d] = true
-	unpacked.mu.Unlock()
 	return d, nil
 }
 

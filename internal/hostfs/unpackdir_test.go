@@ -3,6 +3,7 @@ package hostfs
 import (
 	"archive/tar"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -138,6 +139,32 @@ func TestSweepRemovesOnlyDeadOwnersDirectories(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(victim, "keep")); err != nil {
 		t.Errorf("the sweep followed a link: %v", err)
+	}
+}
+
+// TestStopUnpacking removes the live unpack directories and makes no new
+// one: an OpenSnapshot after it fails and leaves nothing (a process
+// exiting on a signal cannot have an unpack start behind its cleanup).
+func TestStopUnpacking(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	defer func() {
+		unpacked.mu.Lock()
+		unpacked.stopped = false
+		unpacked.mu.Unlock()
+	}()
+	r, _, err := OpenSnapshot(bytes.NewReader(snapshotArchive()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	StopUnpacking()
+	if _, err := os.Stat(r.Dir()); !os.IsNotExist(err) {
+		t.Errorf("%s survived StopUnpacking: %v", r.Dir(), err)
+	}
+	if _, _, err := OpenSnapshot(bytes.NewReader(snapshotArchive())); !errors.Is(err, errStopped) {
+		t.Errorf("OpenSnapshot after StopUnpacking: %v, want errStopped", err)
+	}
+	if ents, _ := os.ReadDir(os.Getenv("TMPDIR")); len(ents) != 0 {
+		t.Errorf("left behind: %v", ents)
 	}
 }
 

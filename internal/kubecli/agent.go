@@ -94,13 +94,13 @@ does without --pid: in a DaemonSet, the agent's container.`,
 			if err != nil {
 				return cli.UsageErr("--listen %s: %v", listen, err)
 			}
-			// The signal handler of cli.RunWith ends the process on the
-			// first SIGTERM with 143; a DaemonSet pod gets SIGTERM at every
-			// rollout and node drain, which is no failure. So the agent
-			// takes the signal as its context's end (cli.HandlesCancel)
-			// and stops in order: agent.Run lets the publication under way
-			// finish (bounded by Config.StopGrace), then the server stops.
-			cli.HandlesCancel()
+			// A signal ends a run with 128+N (cli.Run); a DaemonSet pod
+			// gets SIGTERM at every rollout and node drain, which is no
+			// failure. So the agent takes the signal as its normal stop
+			// (cli.TakeStop) and stops in order: agent.Run lets the
+			// publication under way finish (bounded by Config.StopGrace),
+			// then the server stops, and it exits 0.
+			cli.TakeStop()
 			fmt.Fprintf(g.Stderr(), "agent: node %s, every %v, metrics on http://%s/metrics\n", node, interval, ln.Addr())
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()

@@ -113,7 +113,7 @@ func runDRAMock(ctx context.Context, g *cli.Globals, f *draMockFlags, mode strin
 	if err != nil {
 		return cli.UsageErr("%v", err)
 	}
-	cli.HandlesCancel()
+	cli.TakeStop()
 	return m.Run(ctx)
 }
 
@@ -147,7 +147,9 @@ calls NodePrepareResources with claims it makes up (namespace
 accel-doctor-test), resolves every answered CDI device ID against --cdi-dir,
 and NodeUnprepareResources for each. Codes DRA_PLUGIN_*; measured:
 registration socket -> GetInfo, NodePrepareResources and
-NodeUnprepareResources p50/p99.`
+NodeUnprepareResources p50/p99. SIGINT or SIGTERM stops the test: a claim
+it prepared is unprepared first (the driver removes its CDI spec), nothing
+is reported, and it exits 128+N (130, 143).`
 
 func runDRATest(ctx context.Context, g *cli.Globals, f *draTestFlags, timeout time.Duration, verbose bool) error {
 	if f.registryDir == "" {
@@ -161,8 +163,14 @@ func runDRATest(ctx context.Context, g *cli.Globals, f *draTestFlags, timeout ti
 	if err != nil {
 		return cli.UsageErr("%v", err)
 	}
+	// On SIGINT or SIGTERM the test stops, unprepares the claim it
+	// prepared, and the run exits 128+N.
+	cli.TakeCancel()
 	res, err := dramock.Test(ctx, dramock.TestOptions{RegistryDir: dir, Driver: f.driver, CDIDirs: f.cdiDirs,
 		DevicePluginSocket: f.dpSocket, Timeout: timeout, Samples: f.samples, Root: root})
+	if ctx.Err() != nil {
+		return context.Cause(ctx) // a test cut short judges nothing
+	}
 	if err != nil {
 		return cli.UsageErr("%v", err)
 	}

@@ -154,7 +154,7 @@ SIGTERM or SIGINT: the sockets are removed and it exits 0.`,
 			if err != nil {
 				return err
 			}
-			cli.HandlesCancel()
+			cli.TakeStop()
 			ctx := cmd.Context()
 			if metrics != "" {
 				stop, err := serveMetrics(metrics, reg, log)
@@ -258,7 +258,7 @@ removed and it exits 0.` + dra.MockHelp,
 			if err != nil {
 				return cli.UsageErr("%v", err)
 			}
-			cli.HandlesCancel()
+			cli.TakeStop()
 			ctx, cancel := context.WithCancel(cmd.Context())
 			defer cancel()
 			usr1 := make(chan os.Signal, 1)
@@ -334,7 +334,9 @@ credentials, that the process is one), Allocate p50/p99, and kubelet.sock
 recreated -> Register.
 
 It writes only DIR/kubelet.sock (removed at the end). Exit status: 0 no FAIL;
-1 at least one FAIL; 2 a usage error, or nothing could be judged.` + dra.TestHelp,
+1 at least one FAIL; 2 a usage error, or nothing could be judged. SIGINT or
+SIGTERM stops the test where it is: kubelet.sock is removed, nothing is
+reported, and it exits 128+N (130, 143).` + dra.TestHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if draGiven() {
@@ -369,7 +371,14 @@ It writes only DIR/kubelet.sock (removed at the end). Exit status: 0 no FAIL;
 			} else {
 				o.TriggerNote = "--no-trigger"
 			}
-			res, err := deviceplugin.Test(cmd.Context(), o)
+			// On SIGINT or SIGTERM the test stops where it is, its
+			// kubelet.sock is removed, and the run exits 128+N.
+			cli.TakeCancel()
+			ctx := cmd.Context()
+			res, err := deviceplugin.Test(ctx, o)
+			if ctx.Err() != nil {
+				return context.Cause(ctx) // a test cut short judges nothing
+			}
 			if err != nil {
 				return cli.UsageErr("%v", err)
 			}

@@ -18,6 +18,8 @@
 //     bpf_link, and the probe helper in its cgroup.procs;
 //   - for the mknod probe, a node in a temporary directory of its own,
 //     removed at once;
+//   - the signal that stopped the sandbox, passed on to the command, and
+//     after a grace period (DefaultStopGrace) or the command's exit,
 //   - cgroup.kill, SIGKILL to what runs inside, and rmdir of the cgroup
 //     when the sandbox ends, on every exit path, with a reaper process for
 //     the case where accel-doctor itself is killed, and a sweep of

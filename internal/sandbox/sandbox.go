@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -61,7 +62,19 @@ type Spec struct {
 	// Stdin, Stdout and Stderr are the command's; nil means /dev/null.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+	// StopGrace is how long the command has to exit after it was passed
+	// the signal that stopped the sandbox (0: DefaultStopGrace).
+	StopGrace time.Duration
 }
+
+// DefaultStopGrace is how long a command gets to exit after the sandbox
+// passed it the signal that stopped it, before everything in the cgroup
+// is killed. A handler that flushes its output and removes its files
+// needs well under a second; 5 s leave room for a loaded host and still
+// end a ^C promptly, within the 10 s docker stop gives and the 30 s of a
+// pod's default termination grace period, which bound the whole of
+// accel-doctor's run.
+const DefaultStopGrace = 5 * time.Second
 
 // Program identifies the v2 program the sandbox attached.
 type Program struct {
@@ -115,8 +128,10 @@ var liveRoot = sync.OnceValues(func() (*hostfs.Root, error) { return hostfs.New(
 // Run creates a transient cgroup holding exactly spec's device rules,
 // runs spec.Command in it (or probes spec.Nodes from inside it), and
 // removes the cgroup and its program on every exit path: the command
-// failing or killed, ctx cancelled (the command and everything else in the
-// cgroup is killed first), and accel-doctor itself being killed, which a
+// failing or killed, ctx cancelled (the command is passed the signal that
+// cancelled it and given spec.StopGrace to exit, then it and everything
+// else in the cgroup is killed: stopOnCancel), and accel-doctor itself
+// being killed, which a
 // reaper process started before the cgroup handles. Stale sandbox cgroups
 // whose owner is dead are removed first. The sandbox ends when the command
 // exits: whatever it left running in the cgroup is killed. The result is
