@@ -36,7 +36,7 @@ func TestExplainInEveryBinary(t *testing.T) {
 		}
 		return names
 	}
-	node := codes(bin)
+	node := codes(accelDoctor(t))
 	if len(node) < 300 || !slices.Contains(node, "LINT_CLEAN") || !slices.Contains(node, "DRA_PLUGIN_CONTRACT_OK") || !slices.Contains(node, "CGROUP_DEVICE_DENIED") {
 		t.Fatalf("accel-doctor explain lists %d codes: %v", len(node), node)
 	}

@@ -1,0 +1,7 @@
+package cli_test
+
+// Some tests here run the product binaries (testutil.Binaries): linking
+// every package they need makes go test compile those packages (but this
+// one and those importing it, which this test binary builds with its tests)
+// before these tests start, so that the binaries' build mostly links.
+import _ "github.com/accel-doctor/accel-doctor/internal/testbin/product"
