@@ -27,9 +27,10 @@
 // uevents on a NETLINK_KOBJECT_UEVENT socket bound to the kernel's
 // multicast group (uevent.go: it only listens; the kernel sends device
 // uevents to every network namespace of the host's user namespace, a
-// pod's own included, and to none of another user namespace); each event re-evaluates
-// every device at once (a few stat and readlink calls per device), and a
-// slow periodic rescan catches what no event announced. A device once
+// pod's own included, and to none of another user namespace); each event
+// re-evaluates every device at once (a few stat and readlink calls per
+// device), and a slow periodic rescan catches what no event announced
+// (a driver unbound where no uevent arrives). A device once
 // listed stays listed: a node that disappears, a driver unbound or a
 // sysfs entry removed make it Unhealthy, its return Healthy again.
 //

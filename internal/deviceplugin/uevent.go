@@ -84,9 +84,10 @@ func truncate(s string, n int) string {
 // lists every network namespace owned by the initial user namespace and
 // no other. So a pod hears them in a network namespace of its own (no
 // hostNetwork needed), and does not when that namespace belongs to a user
-// namespace of the pod's (hostUsers: false). TestUeventDeviceEventsByNetworkNamespace
-// measures both with a loop device. Without uevents the fsnotify watches
-// and the periodic rescan still catch every change, later.
+// namespace of the pod's (hostUsers: false): measured with a loop device
+// by TestUeventDeviceEventsByNetworkNamespace. Without uevents the
+// fsnotify watches and the periodic rescan still catch every change,
+// later.
 type ueventSocket struct {
 	f *os.File
 }
