@@ -67,16 +67,24 @@ func TestManifestsServerDryRun(t *testing.T) {
 	}
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(c.Client.Discovery()))
 
+	// deploy/ is the read-only install (the agent, its RBAC and policy);
+	// deploy/plugin is it and the device plugin with its ConfigMap.
 	base := render(t, repoDeploy)
+	plugin := render(t, repoDeploy+"/plugin")
 	examples := render(t, repoDeploy+"/examples")
 	var kinds []string
-	for _, o := range append(slices.Clone(base), examples...) {
+	for _, o := range append(slices.Clone(plugin), examples...) {
 		kinds = append(kinds, o.GetKind()+"/"+o.GetName())
 	}
 	sort.Strings(kinds)
 	t.Logf("rendered: %s", strings.Join(kinds, ", "))
-	if len(base) != 9 || len(examples) != 2 {
-		t.Errorf("rendered %d objects of deploy/ and %d of deploy/examples, want 9 and 2: %v", len(base), len(examples), kinds)
+	if len(base) != 7 || len(plugin) != 9 || len(examples) != 2 {
+		t.Errorf("rendered %d objects of deploy/, %d of deploy/plugin and %d of deploy/examples, want 7, 9 and 2: %v", len(base), len(plugin), len(examples), kinds)
+	}
+	for _, o := range base {
+		if o.GetKind() == "ConfigMap" || o.GetKind() == "DaemonSet" && o.GetName() != "accel-doctor-agent" {
+			t.Errorf("deploy/ renders %s %s: the read-only install runs the agent only", o.GetKind(), o.GetName())
+		}
 	}
 
 	dryRun := func(o *unstructured.Unstructured) {
@@ -116,7 +124,7 @@ func TestManifestsServerDryRun(t *testing.T) {
 			}
 		}
 	}
-	for _, o := range append(slices.Clone(base), examples...) {
+	for _, o := range append(slices.Clone(plugin), examples...) {
 		if o.GetKind() != "Namespace" {
 			dryRun(o)
 		}
@@ -145,12 +153,12 @@ func TestManifestsServerDryRun(t *testing.T) {
 			t.Errorf("with components/dra-state the agent does not mount /host/var/lib/kubelet read-only")
 		}
 	}
-	// kustomize named the plugin's ConfigMap with its content's hash and
-	// rewrote the DaemonSet's reference to it.
+	// kustomize named the plugin's ConfigMap with its content's hash, in
+	// the namespace, and rewrote the DaemonSet's reference to it.
 	var cm, ref string
-	for _, o := range base {
+	for _, o := range plugin {
 		switch {
-		case o.GetKind() == "ConfigMap":
+		case o.GetKind() == "ConfigMap" && o.GetNamespace() == "accel-doctor":
 			cm = o.GetName()
 		case o.GetKind() == "DaemonSet" && o.GetName() == "accel-doctor-plugin":
 			vols, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "volumes")

@@ -27,7 +27,7 @@ import (
 	"github.com/accel-doctor/accel-doctor/e2e/harness"
 )
 
-// The agent's ValidatingAdmissionPolicy (deploy/base/agent-node-policy.yaml)
+// The agent's ValidatingAdmissionPolicy (deploy/policy/agent-node-policy.yaml)
 // holds each agent to its own Node, which RBAC cannot: with a token the
 // API server binds to a pod on node-a (TokenRequest, boundObjectRef kind
 // Pod, as the kubelet asks for a projected service-account token), the

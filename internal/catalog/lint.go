@@ -24,6 +24,7 @@ const (
 	LintClusterTaintNotTolerated     = "LINT_CLUSTER_TAINT_NOT_TOLERATED"
 
 	LintKindSkipped       = "LINT_KIND_SKIPPED"
+	LintNotAnObject       = "LINT_NOT_AN_OBJECT"
 	LintDocumentMalformed = "LINT_DOCUMENT_MALFORMED"
 	LintDocumentTooLarge  = "LINT_DOCUMENT_TOO_LARGE"
 )
@@ -36,7 +37,8 @@ const (
 // runs, but isolation or scheduling is not what the manifest says, or the
 // outcome depends on something an offline linter cannot see (a taint, the
 // node's runtime and its hooks, the image's environment). PASS: no rule
-// fired. NOT_RUN: the document was not a workload the rules read.
+// fired. NOT_RUN: the document was not a workload the rules read (an
+// object of another kind, or no Kubernetes object at all).
 var Lint = []Code{{
 	Code:   LintClean,
 	Status: "PASS",
@@ -288,22 +290,42 @@ listed the rule is NOT_RUN (and the offline guess is made).`,
 }, {
 	Code:   LintKindSkipped,
 	Status: "NOT_RUN",
-	Title:  "the document is not a workload the rules read",
+	Title:  "objects of kinds the rules do not read: counted, not judged",
 	Explain: `Lint reads Pod, Deployment, StatefulSet, DaemonSet, ReplicaSet, Job and
 CronJob (core/v1, apps/v1, batch/v1), the items of a List, and the ResourceClaims
 and ResourceClaimTemplates of resource.k8s.io/v1 (to know a claim's device class).
-Any other kind or apiVersion (a Service, a ConfigMap, a custom resource, an old
-apps/v1beta1 Deployment) is not judged: it is reported as skipped, NOT_RUN, so that
-a verdict never covers a document that was not read.`,
-	Remediation: "Nothing to do if the document holds no pod template. A custom resource that embeds one (an operator's job kind) is not read: lint the pod it creates with `accel-doctor lint -f FILE` on a Pod manifest.",
+Any other kind or apiVersion (a Service, a ConfigMap, RBAC, a custom resource, an
+old apps/v1beta1 Deployment) is not judged. All of them are reported together, in
+one NOT_RUN finding that counts them by kind and names their files and documents,
+so that a verdict never covers a document that was not read and a directory of
+RBAC and Namespaces does not bury the workloads' findings. A Kustomization or a
+Component (kustomize.config.k8s.io) has an apiVersion and a kind, so it is counted
+here like any object: it is kustomize's input, and the API server gets what
+kustomize renders from it (patches, components and transformers applied), which is
+what to lint.`,
+	Remediation: "Nothing to do for objects that hold no pod template. For a kustomization, lint what it renders: `kubectl kustomize DIR | accel-doctor lint -f -`. A custom resource that embeds a pod template (an operator's job kind) is not read: lint the Pod it creates.",
+}, {
+	Code:   LintNotAnObject,
+	Status: "NOT_RUN",
+	Title:  "a document has no apiVersion and no kind: it is not a Kubernetes object, and is skipped",
+	Explain: `A YAML or JSON mapping with neither an apiVersion nor a kind key (in any
+spelling of case) is a file for some other tool that sits beside the manifests: a
+device plugin's config that a kustomization turns into a ConfigMap, a Helm values
+file. Lint skips it and says so in one NOT_RUN finding that counts such documents
+and names them; it is not a FAIL, since nothing claims it is a manifest. A document
+that has one of the two keys, or a misspelt one (Kind, apiversion), claims to be a
+Kubernetes object and is LINT_DOCUMENT_MALFORMED when it is not a valid one, as
+is a document that is not a mapping at all (a scalar, a list).`,
+	Remediation: "Nothing to do if the file is for another tool. `kubectl apply -f` refuses it (\"Object 'Kind' is missing\"), so keep it out of what you apply: give it to kustomize (configMapGenerator) or Helm, or move it out of the manifests' directory. If it is meant as a manifest, add its apiVersion and kind.",
 }, {
 	Code:   LintDocumentMalformed,
 	Status: "FAIL",
 	Title:  "a document is not valid YAML or JSON, or does not decode as its kind",
 	Explain: `The document could not be parsed (a syntax error, a tab in indentation, a
-truncated file, an alias bomb that the YAML parser refuses), is not an object, has
-no kind, or has a field of the wrong type for its kind (a string where an integer
-is expected, a quantity that is not one). kubectl and the API server refuse it in
+truncated file, an alias bomb that the YAML parser refuses), is not a mapping, has
+an apiVersion but no kind or a kind but no apiVersion, or has a field of the wrong
+type for its kind (a string where an integer is expected, a quantity that is not
+one). kubectl and the API server refuse it in
 the same way, so it is a FAIL. The finding names the document's index (from 1, in
 its file) and the line where the parser stopped, when the parser said.`,
 	Remediation: "Fix the document at the line named, then `accel-doctor lint -f FILE` again.",

@@ -8,7 +8,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -21,19 +23,24 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/accel-doctor/accel-doctor/internal/deviceplugin"
 )
 
 // kustomization is the part of a kustomization.yaml the test reads.
 type kustomization struct {
 	Resources          []string `json:"resources"`
 	ConfigMapGenerator []struct {
-		Name  string   `json:"name"`
-		Files []string `json:"files"`
+		Name      string   `json:"name"`
+		Namespace string   `json:"namespace"`
+		Files     []string `json:"files"`
 	} `json:"configMapGenerator"`
 }
 
-// manifestDirs are the kustomizations whose resources are manifests.
-var manifestDirs = []string{"deploy/base", "deploy/policy", "deploy/examples"}
+// manifestDirs are the kustomizations whose resources are manifests: the
+// read-only base and the agent's policy (deploy/ is the two), the device
+// plugin's overlay, the examples.
+var manifestDirs = []string{"deploy/base", "deploy/policy", "deploy/plugin", "deploy/examples"}
 
 // object is one decoded document.
 type object struct {
@@ -42,9 +49,20 @@ type object struct {
 	obj  any
 }
 
-// readManifests decodes every resource of the kustomizations, strictly
-// (an unknown field, a typo kubectl would reject or silently drop, is an
-// error), into its k8s.io/api type.
+// isDir: a kustomization's resource that is a directory (another
+// kustomization), not a manifest file.
+func isDir(t *testing.T, dir, r string) bool {
+	t.Helper()
+	st, err := os.Stat(filepath.Join(repoRoot, dir, r))
+	if err != nil {
+		t.Fatalf("%s/kustomization.yaml: resource %s: %v", dir, r, err)
+	}
+	return st.IsDir()
+}
+
+// readManifests decodes every manifest file of the kustomizations of
+// manifestDirs, strictly (an unknown field, a typo kubectl would reject
+// or silently drop, is an error), into its k8s.io/api type.
 func readManifests(t *testing.T) []object {
 	t.Helper()
 	var out []object
@@ -73,40 +91,117 @@ func readManifests(t *testing.T) []object {
 			}
 		}
 		for _, r := range k.Resources {
-			file := filepath.Join(dir, r)
-			for i, doc := range splitDocs(t, filepath.Join(repoRoot, file)) {
-				var tm struct{ APIVersion, Kind string }
-				if err := yaml.Unmarshal(doc, &tm); err != nil {
-					t.Fatalf("%s document %d: %v", file, i+1, err)
-				}
-				var obj any
-				switch tm.APIVersion + " " + tm.Kind {
-				case "v1 Namespace":
-					obj = &corev1.Namespace{}
-				case "v1 ServiceAccount":
-					obj = &corev1.ServiceAccount{}
-				case "v1 Pod":
-					obj = &corev1.Pod{}
-				case "rbac.authorization.k8s.io/v1 ClusterRole":
-					obj = &rbacv1.ClusterRole{}
-				case "rbac.authorization.k8s.io/v1 ClusterRoleBinding":
-					obj = &rbacv1.ClusterRoleBinding{}
-				case "apps/v1 DaemonSet":
-					obj = &appsv1.DaemonSet{}
-				case "batch/v1 Job":
-					obj = &batchv1.Job{}
-				case "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy":
-					obj = &admissionregistrationv1.ValidatingAdmissionPolicy{}
-				case "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding":
-					obj = &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
-				default:
-					t.Fatalf("%s document %d: %s %s: no type in this test (add it)", file, i+1, tm.APIVersion, tm.Kind)
-				}
-				if err := yaml.UnmarshalStrict(doc, obj); err != nil {
-					t.Fatalf("%s document %d (%s): %v", file, i+1, tm.Kind, err)
-				}
-				out = append(out, object{file: file, kind: tm.Kind, obj: obj})
+			if isDir(t, dir, r) {
+				continue // another kustomization, read as its own
 			}
+			out = append(out, decodeFile(t, filepath.Join(dir, r))...)
+		}
+	}
+	return out
+}
+
+// decodeFile decodes every document of a manifest file (relative to the
+// repository) into its k8s.io/api type, strictly.
+func decodeFile(t *testing.T, file string) []object {
+	t.Helper()
+	var out []object
+	for i, doc := range splitDocs(t, filepath.Join(repoRoot, file)) {
+		var tm struct{ APIVersion, Kind string }
+		if err := yaml.Unmarshal(doc, &tm); err != nil {
+			t.Fatalf("%s document %d: %v", file, i+1, err)
+		}
+		var obj any
+		switch tm.APIVersion + " " + tm.Kind {
+		case "v1 Namespace":
+			obj = &corev1.Namespace{}
+		case "v1 ServiceAccount":
+			obj = &corev1.ServiceAccount{}
+		case "v1 Pod":
+			obj = &corev1.Pod{}
+		case "rbac.authorization.k8s.io/v1 ClusterRole":
+			obj = &rbacv1.ClusterRole{}
+		case "rbac.authorization.k8s.io/v1 ClusterRoleBinding":
+			obj = &rbacv1.ClusterRoleBinding{}
+		case "apps/v1 DaemonSet":
+			obj = &appsv1.DaemonSet{}
+		case "batch/v1 Job":
+			obj = &batchv1.Job{}
+		case "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy":
+			obj = &admissionregistrationv1.ValidatingAdmissionPolicy{}
+		case "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding":
+			obj = &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+		default:
+			t.Fatalf("%s document %d: %s %s: no type in this test (add it)", file, i+1, tm.APIVersion, tm.Kind)
+		}
+		if err := yaml.UnmarshalStrict(doc, obj); err != nil {
+			t.Fatalf("%s document %d (%s): %v", file, i+1, tm.Kind, err)
+		}
+		out = append(out, object{file: file, kind: tm.Kind, obj: obj})
+	}
+	return out
+}
+
+// install is what `kubectl apply -k DIR` creates, as far as these tests
+// judge it: the objects of its manifest files and of the kustomizations
+// it names, recursively, and the files of its generated ConfigMaps (by
+// the generator's name). TestInstallsAsKustomizeRenders holds it to
+// kustomize's own rendering.
+type install struct {
+	objects    []object
+	configMaps map[string][]string // generator name -> files, relative to the repository
+}
+
+func readInstall(t *testing.T, dir string) install {
+	t.Helper()
+	in := install{configMaps: map[string][]string{}}
+	var walk func(dir string)
+	walk = func(dir string) {
+		var k kustomization
+		readYAML(t, filepath.Join(repoRoot, dir, "kustomization.yaml"), &k)
+		for _, r := range k.Resources {
+			if isDir(t, dir, r) {
+				walk(filepath.Join(dir, r))
+				continue
+			}
+			in.objects = append(in.objects, decodeFile(t, filepath.Join(dir, r))...)
+		}
+		for _, g := range k.ConfigMapGenerator {
+			for _, f := range g.Files {
+				in.configMaps[g.Name] = append(in.configMaps[g.Name], filepath.Join(dir, f))
+			}
+		}
+	}
+	walk(dir)
+	return in
+}
+
+// names are an install's objects as "Kind/name", sorted, with a
+// ConfigMap per generator.
+func (in install) names() []string {
+	var out []string
+	type named interface{ GetName() string }
+	for _, o := range in.objects {
+		out = append(out, o.kind+"/"+o.obj.(named).GetName())
+	}
+	for n := range in.configMaps {
+		out = append(out, "ConfigMap/"+n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// podSpecs are the pod templates of an install's workloads, by
+// "Kind/name".
+func (in install) podSpecs() map[string]corev1.PodSpec {
+	out := map[string]corev1.PodSpec{}
+	for _, o := range in.objects {
+		switch v := o.obj.(type) {
+		case *appsv1.DaemonSet:
+			out["DaemonSet/"+v.Name] = v.Spec.Template.Spec
+		case *batchv1.Job:
+			out["Job/"+v.Name] = v.Spec.Template.Spec
+		case *corev1.Pod:
+			out["Pod/"+v.Name] = v.Spec
 		}
 	}
 	return out
@@ -363,18 +458,15 @@ func TestPluginDaemonSet(t *testing.T) {
 	if seen != len(want) {
 		t.Errorf("%d host mounts, want %d", seen, len(want))
 	}
-	// The ConfigMap's file is the documented example, kept equal (kustomize
-	// reads no file outside the kustomization's directory).
-	a, err := os.ReadFile(filepath.Join(repoRoot, "deploy/base/plugin.yaml"))
-	if err != nil {
-		t.Fatal(err)
+	// Health follows the kernel's device uevents, which reach the pod's own
+	// network namespace as long as the host's user namespace owns it:
+	// hostNetwork is not needed, hostUsers must not be false
+	// (internal/deviceplugin TestUeventDeviceEventsByNetworkNamespace).
+	if spec.HostNetwork {
+		t.Error("hostNetwork: true: the plugin needs no host network to hear device uevents")
 	}
-	b, err := os.ReadFile(filepath.Join(repoRoot, "docs/plugin-config.example.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(a, b) {
-		t.Error("deploy/base/plugin.yaml differs from docs/plugin-config.example.yaml: copy one onto the other")
+	if spec.HostUsers == nil || !*spec.HostUsers {
+		t.Errorf("hostUsers %v, want true: in a user namespace of its own the pod hears no device uevent", spec.HostUsers)
 	}
 }
 
@@ -416,7 +508,9 @@ func TestLintFlagsNothing(t *testing.T) {
 		var k kustomization
 		readYAML(t, filepath.Join(repoRoot, dir, "kustomization.yaml"), &k)
 		for _, r := range k.Resources {
-			args = append(args, "-f", filepath.Join(repoRoot, dir, r))
+			if !isDir(t, dir, r) {
+				args = append(args, "-f", filepath.Join(repoRoot, dir, r))
+			}
 		}
 	}
 	for _, o := range readManifests(t) {
@@ -517,5 +611,188 @@ func TestDRAStateComponent(t *testing.T) {
 	}
 	if v.HostPath == nil || v.HostPath.Path != "/var/lib/kubelet" || v.HostPath.Type == nil || *v.HostPath.Type != corev1.HostPathDirectory {
 		t.Errorf("volume %+v", v)
+	}
+}
+
+// writesDevicePlugins lists the writable hostPath mounts of a pod that
+// reach the kubelet's device-plugins directory: the directory itself, one
+// below it, or one above it (/var/lib/kubelet, /).
+func writesDevicePlugins(spec corev1.PodSpec) []string {
+	const dp = "/var/lib/kubelet/device-plugins"
+	hp := map[string]string{}
+	for _, v := range spec.Volumes {
+		if v.HostPath != nil {
+			hp[v.Name] = path.Clean(v.HostPath.Path)
+		}
+	}
+	var out []string
+	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+		for _, m := range c.VolumeMounts {
+			p, ok := hp[m.Name]
+			if !ok || m.ReadOnly {
+				continue
+			}
+			if p == dp || strings.HasPrefix(p, dp+"/") || p == "/" || strings.HasPrefix(dp, p+"/") {
+				out = append(out, c.Name+": "+p+" at "+m.MountPath)
+			}
+		}
+	}
+	return out
+}
+
+// runsPluginServe: a container of the pod runs `plugin serve`.
+func runsPluginServe(spec corev1.PodSpec) bool {
+	for _, c := range append(slices.Clone(spec.InitContainers), spec.Containers...) {
+		args := append(slices.Clone(c.Command), c.Args...)
+		if i := slices.Index(args, "plugin"); i >= 0 && i+1 < len(args) && args[i+1] == "serve" {
+			return true
+		}
+	}
+	return false
+}
+
+// What each install schedules. deploy/, the read-only install, runs the
+// agent and nothing that advertises a device: no device-plugin
+// DaemonSet, no container running `plugin serve`, no generated plugin
+// config, and no pod that mounts the kubelet's device-plugins directory
+// (or one above it) writable. deploy/plugin adds exactly the plugin's
+// DaemonSet and its config, and that config selects no device.
+// deploy/examples runs no DaemonSet.
+func TestWhatEachInstallSchedules(t *testing.T) {
+	base := readInstall(t, "deploy")
+	want := []string{"ClusterRole/accel-doctor-agent", "ClusterRoleBinding/accel-doctor-agent", "DaemonSet/accel-doctor-agent", "Namespace/accel-doctor",
+		"ServiceAccount/accel-doctor-agent", "ValidatingAdmissionPolicy/accel-doctor-agent-own-node", "ValidatingAdmissionPolicyBinding/accel-doctor-agent-own-node"}
+	if got := base.names(); !slices.Equal(got, want) {
+		t.Errorf("deploy/ installs %q, want %q", got, want)
+	}
+	for name, spec := range base.podSpecs() {
+		if w := writesDevicePlugins(spec); len(w) > 0 {
+			t.Errorf("deploy/: %s writes to the kubelet's device-plugins directory: %q", name, w)
+		}
+		if runsPluginServe(spec) {
+			t.Errorf("deploy/: %s runs plugin serve", name)
+		}
+	}
+	if len(base.configMaps) != 0 {
+		t.Errorf("deploy/ generates ConfigMaps %v", base.configMaps)
+	}
+
+	plugin := readInstall(t, "deploy/plugin")
+	var added []string
+	for _, n := range plugin.names() {
+		if !slices.Contains(base.names(), n) {
+			added = append(added, n)
+		}
+	}
+	if want := []string{"ConfigMap/accel-doctor-plugin", "DaemonSet/accel-doctor-plugin"}; !slices.Equal(added, want) || len(plugin.names()) != len(base.names())+len(want) {
+		t.Errorf("deploy/plugin installs %q: want deploy/'s objects and %q", plugin.names(), want)
+	}
+	specs := plugin.podSpecs()
+	ps, ok := specs["DaemonSet/accel-doctor-plugin"]
+	if !ok || !runsPluginServe(ps) {
+		t.Fatalf("deploy/plugin: no DaemonSet accel-doctor-plugin running plugin serve")
+	}
+	// The detector finds what it is for: the plugin's socket directory.
+	if w := writesDevicePlugins(ps); len(w) != 1 {
+		t.Errorf("the plugin's writable device-plugins mounts: %q, want its one", w)
+	}
+	if ps.HostNetwork {
+		t.Error("deploy/plugin: the plugin DaemonSet has hostNetwork")
+	}
+	files := plugin.configMaps["accel-doctor-plugin"]
+	if len(files) != 1 || filepath.Base(files[0]) != "plugin.yaml" {
+		t.Fatalf("the plugin's ConfigMap holds %q, want plugin.yaml", files)
+	}
+	f, err := os.Open(filepath.Join(repoRoot, files[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, err := deviceplugin.ParseConfig(f)
+	if err != nil {
+		t.Fatalf("%s: %v", files[0], err)
+	}
+	if len(cfg.Resources) != 0 {
+		t.Errorf("%s declares %d resources: what ships selects no device", files[0], len(cfg.Resources))
+	}
+
+	for name, spec := range readInstall(t, "deploy/examples").podSpecs() {
+		if strings.HasPrefix(name, "DaemonSet/") || len(writesDevicePlugins(spec)) > 0 || runsPluginServe(spec) {
+			t.Errorf("deploy/examples: %s", name)
+		}
+	}
+}
+
+// The installs as this package reads them (readInstall) are what
+// kustomize renders (`kubectl kustomize DIR`, kustomize as kubectl links
+// it): the same objects, a generated ConfigMap under its name and a hash.
+func TestInstallsAsKustomizeRenders(t *testing.T) {
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl is not installed: the installs are read from their kustomization files only")
+	}
+	for _, dir := range []string{"deploy", "deploy/plugin", "deploy/examples"} {
+		out, err := exec.Command(kubectl, "kustomize", filepath.Join(repoRoot, dir)).Output()
+		if err != nil {
+			t.Fatalf("kubectl kustomize %s: %v", dir, err)
+		}
+		in := readInstall(t, dir)
+		var got []string
+		r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
+		for {
+			d, err := r.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var o struct {
+				Kind     string
+				Metadata struct{ Name string }
+			}
+			if err := yaml.Unmarshal(d, &o); err != nil {
+				t.Fatal(err)
+			}
+			name := o.Metadata.Name
+			if o.Kind == "ConfigMap" {
+				for g := range in.configMaps {
+					if strings.HasPrefix(name, g+"-") {
+						name = g
+					}
+				}
+			}
+			got = append(got, o.Kind+"/"+name)
+		}
+		sort.Strings(got)
+		if want := in.names(); !slices.Equal(got, want) {
+			t.Errorf("kubectl kustomize %s renders %q; read from its files: %q", dir, got, want)
+		}
+	}
+}
+
+// The flags the DaemonSets give are flags of the binary: `--help` of the
+// command they run lists each.
+func TestDaemonSetFlagsExist(t *testing.T) {
+	bin := filepath.Join(binaries(t, false), "accel-doctor")
+	for _, name := range []string{"accel-doctor-agent", "accel-doctor-plugin"} {
+		c := find[appsv1.DaemonSet](t, readManifests(t), name).Spec.Template.Spec.Containers[0]
+		var cmd, flags []string
+		for _, a := range c.Args {
+			if strings.HasPrefix(a, "--") {
+				flags = append(flags, strings.SplitN(a, "=", 2)[0])
+			} else {
+				cmd = append(cmd, a)
+			}
+		}
+		out, err := exec.Command(bin, append(cmd, "--help")...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("accel-doctor %s --help: %v\n%s", strings.Join(cmd, " "), err, out)
+		}
+		for _, f := range flags {
+			if !regexp.MustCompile(`(?m)^\s+(-\w, )?` + regexp.QuoteMeta(f) + `\b`).Match(out) {
+				t.Errorf("%s runs accel-doctor %s %s, which its --help does not list:\n%s", name, strings.Join(cmd, " "), f, out)
+			}
+		}
 	}
 }

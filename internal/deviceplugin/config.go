@@ -20,12 +20,14 @@ import (
 // docs/plugin-config.example.yaml is a complete example.
 type Config struct {
 	// Resources are advertised each on a socket of its own (the kubelet
-	// takes one resource per Register call).
+	// takes one resource per Register call). None (resources: [], the
+	// config deploy/plugin ships) is valid: the plugin then advertises
+	// nothing, registers nothing and says so in its log (Plugin.Run).
 	Resources []ResourceConfig `yaml:"resources"`
 	// RescanInterval is the fallback periodic rescan (default 30s). Health
 	// is event-driven; the rescan only catches what no event announced
-	// (a sysfs change on a kernel without uevents in this network
-	// namespace).
+	// (a sysfs change where no kernel uevent arrives: a network namespace
+	// owned by a user namespace other than the host's, uevent.go).
 	RescanInterval Duration `yaml:"rescanInterval"`
 	// CDISpecDir is where CDI-mode resources write their spec (default
 	// /var/run/cdi, the directory the CDI library reads last and so
@@ -168,11 +170,9 @@ func ParseConfig(r io.Reader) (*Config, error) {
 var hex4 = lazyre.New(`^[0-9a-fA-F]{4}$`)
 var hexClass = lazyre.New(`^([0-9a-fA-F]{2}){1,3}$`)
 
-// Validate checks a config and fills in its defaults.
+// Validate checks a config and fills in its defaults. A config with no
+// resources is valid: it selects nothing.
 func (c *Config) Validate() error {
-	if len(c.Resources) == 0 {
-		return errors.New("config declares no resources")
-	}
 	if c.RescanInterval == 0 {
 		c.RescanInterval = Duration(DefaultRescanInterval)
 	}

@@ -25,10 +25,12 @@
 // Health is event-driven (Monitor): fsnotify watches on /dev, the
 // devices' node directories and their sysfs directories, and the kernel's
 // uevents on a NETLINK_KOBJECT_UEVENT socket bound to the kernel's
-// multicast group (uevent.go: it only listens; a pod needs the host's
-// network namespace to hear device uevents); each event re-evaluates
-// every device at once (a few stat and readlink calls per device), and a
-// slow periodic rescan catches what no event announced. A device once
+// multicast group (uevent.go: it only listens; the kernel sends device
+// uevents to every network namespace of the host's user namespace, a
+// pod's own included, and to none of another user namespace); each event
+// re-evaluates every device at once (a few stat and readlink calls per
+// device), and a slow periodic rescan catches what no event announced
+// (a driver unbound where no uevent arrives). A device once
 // listed stays listed: a node that disappears, a driver unbound or a
 // sysfs entry removed make it Unhealthy, its return Healthy again.
 //

@@ -133,10 +133,34 @@ func (p *Plugin) update(i int, devs []*Device) {
 	r.ep.publish(list)
 }
 
+// NoResourcesLog is what Run logs when the config declares no resource.
+const NoResourcesLog = "advertising nothing: the config declares no resources, so no socket is made and nothing is registered with the kubelet; add resources to the config (docs/device-plugin.md, docs/plugin-config.example.yaml) and restart the plugin"
+
+// NoDeviceLog is what Run logs for a resource that selects no device at
+// its start.
+const NoDeviceLog = "the resource selects no device on this node: it is registered with none (the node advertises 0 of it) until a device appears"
+
 // Run serves every resource until ctx ends, then removes the sockets.
 // The kubelet need not be there yet: each resource registers when
 // kubelet.sock appears, and again whenever it is recreated.
+//
+// A config with no resources (deploy/plugin ships one, so that the
+// DaemonSet advertises nothing until its config is edited) makes no
+// socket, registers nothing and watches no device: Run logs why
+// (NoResourcesLog) and waits for ctx, so that a DaemonSet's pod stays
+// Running instead of restarting in a loop, and returns nil.
 func (p *Plugin) Run(ctx context.Context) error {
+	if len(p.resources) == 0 {
+		p.monitor.watcher.Close()
+		p.opts.Logger.Warn(NoResourcesLog)
+		<-ctx.Done()
+		return nil
+	}
+	for i, r := range p.resources {
+		if len(p.monitor.Devices(i)) == 0 {
+			p.opts.Logger.Warn(NoDeviceLog, "resource", r.cfg.Name)
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go p.monitor.Run(ctx, p.opts.Root.IsLive() && !p.opts.NoUevents)

@@ -77,11 +77,17 @@ func truncate(s string, n int) string {
 // bound to multicast group 1, the kernel's (lib/kobject_uevent.c sends
 // with netlink_broadcast to group 1; udev rebroadcasts to group 2), which
 // any process may join (af_netlink NL_CFG_F_NONROOT_RECV for
-// NETLINK_KOBJECT_UEVENT). The kernel delivers device uevents to the
-// network namespaces owned by the initial user namespace
-// (kobject_uevent_net_broadcast), so in a pod the plugin needs
-// hostNetwork: true to hear them; without them the fsnotify watches and
-// the periodic rescan still catch every change, later.
+// NETLINK_KOBJECT_UEVENT). Which network namespaces hear a device's
+// uevents: kobject_uevent_net_broadcast sends the uevent of a kobject that
+// belongs to no network namespace (every device but a net device) to the
+// uevent socket of each namespace on uevent_sock_list, and uevent_net_init
+// lists every network namespace owned by the initial user namespace and
+// no other. So a pod hears them in a network namespace of its own (no
+// hostNetwork needed), and does not when that namespace belongs to a user
+// namespace of the pod's (hostUsers: false): measured with a loop device
+// by TestUeventDeviceEventsByNetworkNamespace. Without uevents the
+// fsnotify watches and the periodic rescan still catch every change,
+// later.
 type ueventSocket struct {
 	f *os.File
 }

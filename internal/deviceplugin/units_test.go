@@ -146,7 +146,6 @@ func TestParseConfig(t *testing.T) {
 		"bad permissions":   "resources:\n- name: example.com/gpu\n  selector: {pci: {vendor: '10de'}}\n  container: {permissions: rwx}\n",
 		"relative mount":    "resources:\n- name: example.com/gpu\n  selector: {pci: {vendor: '10de'}}\n  container: {mounts: [{hostPath: lib, containerPath: /lib}]}\n",
 		"not yaml":          "{{{",
-		"no resources":      "cdiSpecDir: /var/run/cdi\n",
 		"relative cdi dir":  "cdiSpecDir: run/cdi\nresources:\n- name: example.com/gpu\n  selector: {pci: {vendor: '10de'}}\n",
 		"pci without ids":   "resources:\n- name: example.com/gpu\n  selector: {pci: {drivers: [nvidia]}}\n",
 		"bad class":         "resources:\n- name: example.com/gpu\n  selector: {pci: {class: '030'}}\n",

@@ -40,8 +40,10 @@ vendor, hostPath mounts of device nodes, VFIO without CAP_IPC_LOCK.
 Without --cluster it is offline: it reads only the files given (-f FILE, -f DIR
 for its *.yaml, *.yml and *.json files, -R to descend, -f - for stdin) and asks no
 API server, so what needs the cluster (does the RuntimeClass exist, which taints
-do the GPU nodes carry) is left out, and the rules that depend on it are WARN. A
-document of a kind lint does not read is reported as skipped (NOT_RUN).
+do the GPU nodes carry) is left out, and the rules that depend on it are WARN.
+Objects of kinds lint does not read (RBAC, Namespaces, kustomizations) are
+counted in one NOT_RUN finding, and documents that are no Kubernetes object (no
+apiVersion, no kind: a tool's config file) in another; neither is a FAIL.
 
 With --cluster it also lists the cluster's RuntimeClasses, DeviceClasses and
 Nodes once (paged; it needs list on runtimeclasses.node.k8s.io,
@@ -100,8 +102,8 @@ document could be judged (empty input, or only kinds lint does not read).`,
 				return err
 			}
 			if g.Output() == "text" {
-				fmt.Fprintf(g.Stdout(), "\n%d document(s) read: %d workload(s) linted, %d skipped, %d malformed.\n",
-					res.Documents, res.Workloads, res.Skipped, res.Malformed)
+				fmt.Fprintf(g.Stdout(), "\n%d document(s) read: %d workload(s) linted, %d object(s) not judged, %d document(s) with no apiVersion and no kind, %d malformed.\n",
+					res.Documents, res.Workloads, res.Skipped, res.NotObjects, res.Malformed)
 			}
 			if lc != nil && lc.RuntimeClassesErr != nil && lc.DeviceClassesErr != nil && lc.NodesErr != nil {
 				// --cluster asked for the API server's view and got none

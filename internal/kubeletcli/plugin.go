@@ -115,8 +115,14 @@ Each resource is served on its socket before it is registered (the socket
 must answer first), and registered again whenever the kubelet recreates
 kubelet.sock. Health is event-driven: fsnotify on /dev and the devices'
 sysfs directories, and the kernel's uevents (a NETLINK_KOBJECT_UEVENT
-socket that only listens; it needs the host's network namespace), with a
-periodic rescan as the fallback.
+socket that only listens; the kernel sends device uevents to every network
+namespace of the host's user namespace, so a pod needs no hostNetwork, but
+none reach a pod with hostUsers: false), with a periodic rescan as the
+fallback.
+
+A config with no resources (resources: []) is valid: serve then makes no
+socket, registers nothing, logs why and runs until stopped. A resource that
+selects no device on the node is registered with none, and logged.
 
 stdout gets one line per event: "SERVING RESOURCE SOCKET" once the socket
 answers, "REGISTERED RESOURCE SOCKET" each time the kubelet accepts it,

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/accel-doctor/accel-doctor/internal/cli"
 
@@ -147,6 +148,61 @@ func TestPluginBinaryServe(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(host, "var/run/cdi/accel-doctor-example.com-gpu.json")); err != nil {
 		t.Errorf("CDI spec: %v", err)
+	}
+}
+
+// plugin serve with the config deploy/plugin ships (it selects nothing)
+// starts, stays up, makes no socket, prints no event, says why on stderr,
+// and exits 0 on SIGTERM.
+func TestPluginServeShippedConfig(t *testing.T) {
+	dir := sockDir(t)
+	cmd := exec.Command(binary(t), "plugin", "serve", "--kubelet-dir", dir, "--config", "../../deploy/plugin/plugin.yaml")
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	stderr, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stderr.Close()
+	cmd.Stderr = w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	defer cmd.Process.Kill()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	logged := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), deviceplugin.NoResourcesLog) {
+				logged <- sc.Text()
+			}
+		}
+	}()
+	select {
+	case l := <-logged:
+		if !strings.Contains(l, "level=WARN") {
+			t.Errorf("the reason is logged as %q, want a warning", l)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("plugin serve logged no reason for advertising nothing in 30s")
+	}
+	select {
+	case err := <-exited:
+		t.Fatalf("plugin serve exited (%v) before it was stopped: its pod would restart in a loop", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("made in the kubelet directory: %v", ents)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-exited; err != nil {
+		t.Errorf("after SIGTERM: %v, want exit 0", err)
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("events on stdout: %q, want none", stdout.String())
 	}
 }
 

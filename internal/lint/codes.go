@@ -32,6 +32,7 @@ const (
 	CodeClusterResourceNotAdvertised = catalog.LintClusterResourceNotAdvertised
 	CodeClusterTaintNotTolerated     = catalog.LintClusterTaintNotTolerated
 	CodeKindSkipped                  = catalog.LintKindSkipped
+	CodeNotAnObject                  = catalog.LintNotAnObject
 	CodeDocumentMalformed            = catalog.LintDocumentMalformed
 	CodeDocumentTooLarge             = catalog.LintDocumentTooLarge
 )

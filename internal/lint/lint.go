@@ -3,6 +3,8 @@ package lint
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
+	"strconv"
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -24,8 +26,12 @@ type Result struct {
 	Findings  []report.Finding
 	Documents int // documents read (empty ones are not counted)
 	Workloads int // objects with a pod template that the rules read
-	Skipped   int // documents or List items of kinds lint does not read
-	Malformed int // documents that did not parse or decode
+	Skipped   int // objects (documents or List items) of kinds lint does not read
+	// NotObjects are documents that are no Kubernetes object: a mapping
+	// with neither apiVersion nor kind (a tool's config file beside the
+	// manifests).
+	NotObjects int
+	Malformed  int // documents that did not parse or decode
 }
 
 // workload is one pod template and where it came from.
@@ -60,6 +66,17 @@ type linter struct {
 	// defined are the RuntimeClasses and DeviceClasses the input itself
 	// creates: applied with it, they exist (the cluster rules count them).
 	defined map[string]map[string]bool
+	// notJudged are the objects of kinds lint does not read, notObjects
+	// the documents that are no Kubernetes object: each is reported once,
+	// counted, after the workloads (skippedFindings).
+	notJudged, notObjects []skippedDoc
+}
+
+// skippedDoc is a document (or List item) lint reads no further.
+type skippedDoc struct {
+	kind  string // the object's kind; "" for a document that is no object
+	file  string
+	index int // the document's, from 1
 }
 
 // Lint reads every input's documents and runs the rules on each workload.
@@ -96,6 +113,7 @@ func LintWith(inputs []Input, c *Cluster) *Result {
 			l.add(*it.w, CodeClean, fmt.Sprintf("%d container(s) read, no rule fired", countContainers(it.w.spec)), nil)
 		}
 	}
+	l.res.Findings = append(l.res.Findings, l.skippedFindings()...)
 	return l.res
 }
 
@@ -123,7 +141,31 @@ func (l *linter) document(file string, d document) {
 		l.res.Documents-- // YAML null: an empty document
 		return
 	}
-	l.object(fmt.Sprintf("%s, line %d", where, d.Line), where, d.Line, j, 0)
+	if notAnObject(j) {
+		l.res.NotObjects++
+		l.notObjects = append(l.notObjects, skippedDoc{file: file, index: d.Index})
+		return
+	}
+	l.object(fmt.Sprintf("%s, line %d", where, d.Line), where, skippedDoc{file: file, index: d.Index}, d.Line, j, 0)
+}
+
+// notAnObject: the document is a mapping with neither an apiVersion nor a
+// kind key, spelt in any case: a file for some tool (a plugin's config, a
+// values file) that sits beside the manifests, not something that claims
+// to be a Kubernetes object. A mapping with one of the two, or with
+// "Kind" or "apiversion" (a misspelt manifest), claims to be one and is
+// judged as one, malformed when it is.
+func notAnObject(j []byte) bool {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(j, &m); err != nil {
+		return false // not a mapping: malformed, as before
+	}
+	for k := range m {
+		if strings.EqualFold(k, "apiVersion") || strings.EqualFold(k, "kind") {
+			return false
+		}
+	}
+	return true
 }
 
 func (l *linter) malformed(where string, line int, err error) {
@@ -141,15 +183,22 @@ type typeMeta struct {
 	Items      json.RawMessage `json:"items"` // decoded for Lists only: a custom resource may have its own "items"
 }
 
-// object decodes one object (a document, or an item of a List).
-func (l *linter) object(source, where string, line int, j []byte, depth int) {
+// object decodes one object (a document, or an item of a List of the
+// document doc).
+func (l *linter) object(source, where string, doc skippedDoc, line int, j []byte, depth int) {
 	var tm typeMeta
-	if err := json.Unmarshal(j, &tm); err != nil {
+	// Case-sensitively, as the API server and kubectl read them: "Kind:"
+	// is no kind there.
+	if err := kjson.UnmarshalCaseSensitivePreserveInts(j, &tm); err != nil {
 		l.malformed(where, line, fmt.Errorf("not an object of kind and apiVersion: %v", err))
 		return
 	}
 	if tm.Kind == "" {
 		l.malformed(where, line, fmt.Errorf("no kind: kubectl refuses it (\"Object 'Kind' is missing\")"))
+		return
+	}
+	if tm.APIVersion == "" {
+		l.malformed(where, line, fmt.Errorf("kind %s but no apiVersion: kubectl refuses it", tm.Kind))
 		return
 	}
 	gvk := tm.APIVersion + "/" + tm.Kind
@@ -166,7 +215,7 @@ func (l *linter) object(source, where string, line int, j []byte, depth int) {
 			}
 		}
 		for i, it := range items {
-			l.object(fmt.Sprintf("%s, item %d", source, i), fmt.Sprintf("%s, item %d", where, i), line, it, depth+1)
+			l.object(fmt.Sprintf("%s, item %d", source, i), fmt.Sprintf("%s, item %d", where, i), doc, line, it, depth+1)
 		}
 		return
 	}
@@ -223,7 +272,7 @@ func (l *linter) object(source, where string, line int, j []byte, depth int) {
 		l.items = append(l.items, item{c: &claimDoc{source: source, subject: subjectOf(tm.Kind, o.ObjectMeta), requests: classRequests(o.Spec.Spec, "spec.spec")}})
 		return
 	default:
-		l.skipped(source, tm, j)
+		l.skipped(doc, tm, j)
 		return
 	}
 	if err != nil {
@@ -234,25 +283,92 @@ func (l *linter) object(source, where string, line int, j []byte, depth int) {
 	l.items = append(l.items, item{w: &workload{source: source, subject: subjectOf(tm.Kind, meta), spec: spec, specPath: specPath, ns: meta.Namespace, kind: tm.Kind}})
 }
 
-func (l *linter) skipped(source string, tm typeMeta, j []byte) {
+// skipped records an object of a kind lint does not read (the cluster
+// rules still learn the classes the input creates).
+func (l *linter) skipped(doc skippedDoc, tm typeMeta, j []byte) {
 	l.res.Skipped++
-	var o struct {
-		Metadata metav1.ObjectMeta `json:"metadata"`
-	}
-	_ = json.Unmarshal(j, &o) // the name is for the subject only; a bad one leaves it empty
 	switch gvk := tm.APIVersion + "/" + tm.Kind; gvk {
 	case "node.k8s.io/v1/RuntimeClass", "resource.k8s.io/v1/DeviceClass":
-		// Not judged, but the input creates it (the cluster rules).
+		var o struct {
+			Metadata metav1.ObjectMeta `json:"metadata"`
+		}
+		_ = json.Unmarshal(j, &o) // a bad name leaves it empty: no class named so
 		if l.defined[tm.Kind] == nil {
 			l.defined[tm.Kind] = map[string]bool{}
 		}
 		l.defined[tm.Kind][o.Metadata.Name] = true
 	}
-	f := finding(CodeKindSkipped, subjectOf(tm.Kind, o.Metadata),
-		fmt.Sprintf("%s %s is not a workload lint reads: not judged", tm.APIVersion, tm.Kind),
-		[]report.Evidence{{Path: "source", Value: source}})
-	f.Reason = fmt.Sprintf("kind %s of apiVersion %s has no pod template lint reads", tm.Kind, tm.APIVersion)
-	l.emit(f)
+	doc.kind = tm.Kind
+	l.notJudged = append(l.notJudged, doc)
+}
+
+// skippedFindings are one NOT_RUN finding for all the objects lint does
+// not judge, and one for all the documents that are no Kubernetes object:
+// a count, the kinds, where they are. One line each, not one per object:
+// a directory of manifests holds many (RBAC, Namespaces, kustomizations)
+// and none of them is a verdict.
+func (l *linter) skippedFindings() []report.Finding {
+	var out []report.Finding
+	if n := len(l.notJudged); n > 0 {
+		kinds := map[string]int{}
+		for _, d := range l.notJudged {
+			kinds[d.kind]++
+		}
+		names := make([]string, 0, len(kinds))
+		for k := range kinds {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for i, k := range names {
+			if kinds[k] > 1 {
+				names[i] = fmt.Sprintf("%s x%d", k, kinds[k])
+			}
+		}
+		f := finding(CodeKindSkipped, "objects not judged",
+			fmt.Sprintf("not judged: %d %s (%s)", n, plural(n, "object"), strings.Join(names, ", ")),
+			[]report.Evidence{{Path: "sources", Value: sources(l.notJudged)}})
+		f.Reason = "no pod template lint reads (lint reads Pod, Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob, and ResourceClaims for their classes)"
+		out = append(out, f)
+	}
+	if n := len(l.notObjects); n > 0 {
+		f := finding(CodeNotAnObject, "not Kubernetes objects",
+			fmt.Sprintf("skipped: %d %s with no apiVersion and no kind, not a Kubernetes object", n, plural(n, "document")),
+			[]report.Evidence{{Path: "sources", Value: sources(l.notObjects)}})
+		f.Reason = "not a Kubernetes object (a mapping with neither apiVersion nor kind): nothing for lint to read"
+		out = append(out, f)
+	}
+	return out
+}
+
+func plural(n int, s string) string {
+	if n == 1 {
+		return s
+	}
+	return s + "s"
+}
+
+// sources says where skipped documents are, file by file in input
+// order: "a.yaml documents 1, 2; b.yaml document 1".
+func sources(ds []skippedDoc) string {
+	var files []string
+	idx := map[string][]int{}
+	for _, d := range ds {
+		if _, ok := idx[d.file]; !ok {
+			files = append(files, d.file)
+		}
+		if is := idx[d.file]; len(is) == 0 || is[len(is)-1] != d.index {
+			idx[d.file] = append(is, d.index)
+		}
+	}
+	parts := make([]string, len(files))
+	for i, f := range files {
+		nums := make([]string, len(idx[f]))
+		for j, n := range idx[f] {
+			nums[j] = strconv.Itoa(n)
+		}
+		parts[i] = fmt.Sprintf("%s %s %s", f, plural(len(nums), "document"), strings.Join(nums, ", "))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func subjectOf(kind string, m metav1.ObjectMeta) string {

@@ -187,14 +187,18 @@ func TestDocumentsAndLines(t *testing.T) {
 	if r.Documents != 3 || r.Workloads != 1 || r.Skipped != 2 || r.Malformed != 1 {
 		t.Fatalf("documents %d workloads %d skipped %d malformed %d:\n%s", r.Documents, r.Workloads, r.Skipped, r.Malformed, dump(r))
 	}
-	var malformed report.Finding
+	var malformed, skipped report.Finding
 	for _, f := range r.Findings {
-		if f.Code == CodeDocumentMalformed {
+		switch f.Code {
+		case CodeDocumentMalformed:
 			malformed = f
+		case CodeKindSkipped:
+			skipped = f
 		}
-		if f.Code == CodeKindSkipped && f.Subject == "Service s" && f.Evidence[0].Value != "test.yaml, document 2, line 7, item 1" {
-			t.Errorf("list item source %q", f.Evidence[0].Value)
-		}
+	}
+	// The ConfigMap and the List's Service: counted together, by document.
+	if skipped.Summary != "not judged: 2 objects (ConfigMap, Service)" || len(skipped.Evidence) != 1 || skipped.Evidence[0].Value != "test.yaml documents 1, 2" {
+		t.Errorf("not judged: %q, evidence %v", skipped.Summary, skipped.Evidence)
 	}
 	// The bad document is the third; its flow sequence opens on line 20
 	// and the parser stops at the end of the input, line 21.
@@ -232,6 +236,10 @@ func TestMalformedInputs(t *testing.T) {
 		{"a scalar", "just a string\n", CodeDocumentMalformed},
 		{"a sequence", "- a\n- b\n", CodeDocumentMalformed},
 		{"no kind", "apiVersion: v1\nmetadata: {name: p}\n", CodeDocumentMalformed},
+		{"no apiVersion", "kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: a, image: x}]}\n", CodeDocumentMalformed},
+		{"kind misspelt", "apiVersion: v1\nKind: Pod\nmetadata: {name: p}\n", CodeDocumentMalformed},
+		{"both misspelt", "apiversion: v1\nKind: Pod\nmetadata: {name: p}\n", CodeDocumentMalformed},
+		{"empty kind", "kind: \"\"\nresources: []\n", CodeDocumentMalformed},
 		{"wrong type", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: d}\nspec: {replicas: two}\n", CodeDocumentMalformed},
 		{"bad quantity", "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: a, resources: {limits: {nvidia.com/gpu: lots}}}]}\n", CodeDocumentMalformed},
 		{"items not a list", "apiVersion: v1\nkind: List\nitems: {a: 1}\n", CodeDocumentMalformed},
@@ -296,4 +304,54 @@ func dump(r *Result) string {
 		fmt.Fprintf(&b, "  %s %s %s: %s %v\n", f.Status, f.Code, f.Subject, f.Summary, f.Evidence)
 	}
 	return b.String()
+}
+
+// Objects lint does not judge are one finding however many there are: a
+// count by kind, and where they are; nothing FAILs over them.
+func TestNotJudgedCountedOnce(t *testing.T) {
+	in := "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: a}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: a}\n" +
+		"---\napiVersion: v1\nkind: ServiceAccount\nmetadata: {name: b}\n"
+	r := Lint([]Input{{Name: "rbac.yaml", Data: []byte(in)}, {Name: "kustomization.yaml", Data: []byte("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [rbac.yaml]\n")},
+		{Name: "pod.yaml", Data: []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: a, image: x}]}\n")}})
+	if got := judged(r); !slices.Equal(got, []string{CodeKindSkipped}) {
+		t.Fatalf("findings %v, want one %s:\n%s", got, CodeKindSkipped, dump(r))
+	}
+	f := r.Findings[len(r.Findings)-1]
+	if f.Summary != "not judged: 4 objects (ClusterRole, Kustomization, ServiceAccount x2)" || f.Status != report.NotRun || f.Reason == "" {
+		t.Errorf("%s %s: %q (reason %q)", f.Status, f.Code, f.Summary, f.Reason)
+	}
+	if want := []report.Evidence{{Path: "sources", Value: "rbac.yaml documents 1, 2, 3; kustomization.yaml document 1"}}; !slices.Equal(f.Evidence, want) {
+		t.Errorf("evidence %v, want %v", f.Evidence, want)
+	}
+	if r.Skipped != 4 || r.Workloads != 1 || r.Findings[0].Code != CodeClean {
+		t.Errorf("skipped %d, workloads %d:\n%s", r.Skipped, r.Workloads, dump(r))
+	}
+}
+
+// A mapping with neither apiVersion nor kind (a tool's config beside the
+// manifests) is skipped with one NOT_RUN note, not a FAIL, and counted
+// apart from the objects not judged; with a workload beside it the verdict
+// is the workload's.
+func TestNotAnObjectIsSkipped(t *testing.T) {
+	r := Lint([]Input{
+		{Name: "plugin.yaml", Data: []byte("# a plugin's config\nresources: []\n")},
+		{Name: "values.yaml", Data: []byte("replicas: 2\n---\n{}\n")},
+		{Name: "pod.yaml", Data: []byte("apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: a, image: x}]}\n")},
+	})
+	if got := judged(r); !slices.Equal(got, []string{CodeNotAnObject}) {
+		t.Fatalf("findings %v, want one %s:\n%s", got, CodeNotAnObject, dump(r))
+	}
+	f := r.Findings[len(r.Findings)-1]
+	if f.Summary != "skipped: 3 documents with no apiVersion and no kind, not a Kubernetes object" || f.Reason == "" ||
+		!slices.Equal(f.Evidence, []report.Evidence{{Path: "sources", Value: "plugin.yaml document 1; values.yaml documents 1, 2"}}) {
+		t.Errorf("%q, reason %q, evidence %v", f.Summary, f.Reason, f.Evidence)
+	}
+	if r.NotObjects != 3 || r.Skipped != 0 || r.Malformed != 0 || r.Documents != 4 {
+		t.Errorf("not objects %d, skipped %d, malformed %d, documents %d", r.NotObjects, r.Skipped, r.Malformed, r.Documents)
+	}
+	rep := &report.Report{Layers: []report.Layer{report.LayerKube}, Findings: r.Findings}
+	rep.Decide()
+	if rep.Verdict.Status != report.Pass {
+		t.Errorf("verdict %s: %s", rep.Verdict.Status, rep.Verdict.Summary)
+	}
 }
