@@ -251,7 +251,8 @@ func (l *linter) skipped(source string, tm typeMeta, j []byte) {
 	f := finding(CodeKindSkipped, subjectOf(tm.Kind, o.Metadata),
 		fmt.Sprintf("%s %s is not a workload lint reads: not judged", tm.APIVersion, tm.Kind),
 		[]report.Evidence{{Path: "source", Value: source}})
-	f.Reason = fmt.Sprintf("kind %s of apiVersion %s has no pod template lint reads", tm.Kind, tm.APIVersion)
+	f.CouldNotLook(report.Explain(fmt.Sprintf("kind %s of apiVersion %s has no pod template lint reads", tm.Kind, tm.APIVersion),
+		"Nothing to do for a document that runs no pod. For a custom resource whose operator makes pods, lint the Pod it makes (`kubectl get pod POD -o yaml > pod.yaml; accel-doctor lint -f pod.yaml`)."))
 	l.emit(f)
 }
 
@@ -284,8 +285,14 @@ func finding(code, subject, summary string, ev []report.Evidence) report.Finding
 	if !ok {
 		panic("lint: code not in the catalog: " + code) // a programming error, caught by the tests
 	}
-	return report.Finding{Check: CheckID, Code: code, Layer: report.LayerKube, Status: c.Status,
-		Subject: subject, Summary: summary, Evidence: ev, Remediation: c.Remediation}
+	f := report.Finding{Check: CheckID, Code: code, Layer: report.LayerKube, Status: c.Status,
+		Subject: subject, Summary: summary, Evidence: ev}
+	if c.Status == report.Warn || c.Status == report.Fail {
+		// A NOT_RUN's fix is its why's (Finding.CouldNotLook): the
+		// catalog's is for the WARN or FAIL the rule would have judged.
+		f.Remediation = c.Remediation
+	}
+	return f
 }
 
 // add records a rule's finding on a workload; the source comes first in
