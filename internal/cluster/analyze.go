@@ -354,10 +354,14 @@ func nodeSubject(name string) string { return "node/" + name }
 func (a *Analyzer) nodeFindings(name string) []report.Finding {
 	var out []report.Finding
 	add := func(check, code string, st report.Status, summary string, ev []report.Evidence) {
-		out = append(out, report.Finding{
+		f := report.Finding{
 			Check: check, Code: code, Layer: report.LayerKube, Status: st, Subject: nodeSubject(name),
-			Summary: summary, Evidence: ev, Remediation: remediation(code),
-		})
+			Summary: summary, Evidence: ev,
+		}
+		if st == report.Warn || st == report.Fail {
+			f.Remediation = remediation(code) // a NOT_RUN's is its why's (CouldNotLook)
+		}
+		out = append(out, f)
 	}
 	ns := a.nodes[name]
 	var okEvidence []report.Evidence
