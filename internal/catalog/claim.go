@@ -86,7 +86,7 @@ consumable capacity: a scheduler with those features may still disagree with bot
 	Title:  "the allocator could not be run offline",
 	Explain: `The allocator places claims on nodes; without the Node objects (no permission to list
 them, or none listed) it did not run and the explanation is not confirmed.`,
-	Remediation: "Grant list on nodes to the user running accel-doctor.",
+	Remediation: "The finding's fix follows from why: the LIST of nodes's error (an API server not reached, 401 credentials, 403 the list verb on nodes), or none listed.",
 	Facts:       "Node objects",
 }, {
 	Code:   "CLAIM_NOT_READ",
@@ -95,6 +95,6 @@ them, or none listed) it did not run and the explanation is not confirmed.`,
 	Explain: `GET of the claim, or a LIST of DeviceClasses, ResourceSlices or ResourceClaims, failed
 (permission, the resource.k8s.io/v1 API not served before Kubernetes 1.34, or the claim does
 not exist). Nothing is concluded.`,
-	Remediation: "Check the name and namespace (`kubectl get resourceclaim -n NAMESPACE NAME`) and that the user may get/list resource.k8s.io objects.",
+	Remediation: "The finding's fix follows from the API server's answer: not reached (its address and context in the kubeconfig), 401 (the credentials), 403 (the get or list verb named), 404 (the claim's name and namespace, or an API server before Kubernetes 1.34).",
 	Facts:       "the API server's answers",
 }}

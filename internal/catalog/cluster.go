@@ -129,6 +129,6 @@ code, and the time of the check.`,
 	Explain: `The API server refused or failed a LIST (RBAC: the command needs list on nodes,
 pods and events; a timeout; an expired continue token on a very large list). The findings
 that need those objects are missing; the others stand.`,
-	Remediation: "`kubectl auth can-i list nodes` (and pods, events, with -A); retry.",
+	Remediation: "The finding's fix follows from the LIST's error: an API server not reached (refused, no route, TLS): its address and the context in the kubeconfig; 401: the credentials; 403: the RBAC verbs (list on nodes, pods and events); a timeout: its health, then again.",
 	Facts:       "the LIST's error",
 }}

@@ -82,6 +82,6 @@ allocated, or exists, says where to look next.`,
 	Title:  "a LIST failed",
 	Explain: `A LIST of nodes, pending pods, resourceslices or resourceclaims failed (permission; the
 resource.k8s.io/v1 API is served from Kubernetes 1.34). What the others show stands.`,
-	Remediation: "Grant list on nodes, pods, resourceslices and resourceclaims.",
+	Remediation: "The finding's fix follows from the LIST's error: not reached (the kubeconfig's server and context), 401 (the credentials), 403 (list on nodes, pods, resourceslices and resourceclaims), a timeout (the API server's health).",
 	Facts:       "the API server's answers",
 }}

@@ -124,7 +124,7 @@ func (c checker) node(dn *cdispec.DeviceNode) Fact {
 			return fact(KindNodeUnreadable, subj, "host node %s could not be examined", host).with(host, err.Error()).withErr(err)
 		}
 		if !c.root.Covers(host) {
-			return fact(KindNodeUnreadable, subj, "the capture does not show %s", host).with(host, "not captured")
+			return fact(KindNodeUnreadable, subj, "the capture does not show %s", host).with(host, "not captured").withErr(&hostfs.NotCapturedError{Path: host})
 		}
 		f := fact(KindNodeMissing, subj, "CDI device node %s: the host has no %s", dn.Path, host)
 		if minimal {
@@ -206,7 +206,7 @@ func (c checker) mount(m *cdispec.Mount) (Fact, bool) {
 			return fact(KindMountUnreadable, subj, "mount source %s could not be examined", m.HostPath).with(m.HostPath, err.Error()).withErr(err), true
 		}
 		if !c.root.Covers(m.HostPath) {
-			return fact(KindMountUnreadable, subj, "the capture does not show %s", m.HostPath).with(m.HostPath, "not captured"), true
+			return fact(KindMountUnreadable, subj, "the capture does not show %s", m.HostPath).with(m.HostPath, "not captured").withErr(&hostfs.NotCapturedError{Path: m.HostPath}), true
 		}
 		f := fact(KindMountMissing, subj, "CDI mount of %s (at %s in the container): the host has no such path: the runtime fails the container's creation (the bind mount has no source)",
 			m.HostPath, m.ContainerPath)
@@ -233,7 +233,7 @@ func (c checker) hook(p, what string) Fact {
 			return fact(KindHookUnreadable, subj, "%s %s could not be examined", what, p).with(p, err.Error()).withErr(err)
 		}
 		if !c.root.Covers(p) {
-			return fact(KindHookUnreadable, subj, "the capture does not show %s", p).with(p, "not captured")
+			return fact(KindHookUnreadable, subj, "the capture does not show %s", p).with(p, "not captured").withErr(&hostfs.NotCapturedError{Path: p})
 		}
 		return fact(KindHookMissing, subj, "%s %s does not exist on the host: runc fails the container's creation when it runs the hook", what, p).
 			with(p, err.Error())
@@ -247,7 +247,7 @@ func (c checker) hook(p, what string) Fact {
 	if c.snapshot {
 		b, ok := c.root.Captured(capName)
 		if !ok {
-			return fact(KindHookUnreadable, subj, "%s %s is present, but the snapshot keeps no mode bits for it", what, p).with(p, "present; mode not captured")
+			return fact(KindHookUnreadable, subj, "%s %s is present, but the snapshot keeps no mode bits for it", what, p).with(p, "present; mode not captured").withErr(&hostfs.NotCapturedError{Path: p})
 		}
 		v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 8, 32)
 		if err != nil {
@@ -276,7 +276,7 @@ func (c checker) netdev(n *cdispec.LinuxNetDevice) Fact {
 		return fact(KindNetDeviceOK, subj, "CDI net device %s (as %s in the container) is present on the host", n.HostInterfaceName, n.Name).with(p, "present")
 	}
 	if !c.root.Covers(p) {
-		return fact(KindNetDeviceUnread, subj, "the capture does not show %s", p).with(p, "not captured")
+		return fact(KindNetDeviceUnread, subj, "the capture does not show %s", p).with(p, "not captured").withErr(&hostfs.NotCapturedError{Path: p})
 	}
 	return fact(KindNetDeviceMissing, subj, "CDI net device %s is not on the host: the runtime cannot move it into the container", n.HostInterfaceName).with(p, "absent")
 }

@@ -297,6 +297,7 @@ func configFact(rt *Runtime) Fact {
 		f = fact(KindCDIConfigUnknown, subj, "whether %s has CDI enabled is not known", rt.Name)
 		if len(c.Errs) > 0 {
 			f.Summary += ": its configuration could not be read"
+			f = f.withErr(errors.Join(c.Errs...))
 		} else if rt.Version == "" {
 			f.Summary += ": it is not set in its configuration, and the default depends on the release, which is not known"
 		}

@@ -107,6 +107,19 @@ type Dir struct {
 	Files      []string `json:"files,omitempty"` // the .json/.yaml files, sorted
 }
 
+// Problem is what kept the directory from being read, typed: a
+// hostfs.NotCapturedError when the root does not show it, Err when its
+// listing failed, nil when it was read (or is absent).
+func (d *Dir) Problem() error {
+	switch {
+	case d.NotCaptured:
+		return &hostfs.NotCapturedError{Path: d.Path}
+	case d.Err != nil && !d.Absent:
+		return d.Err
+	}
+	return nil
+}
+
 // Registry is what a runtime's CDI cache would hold after a refresh of
 // the given directories, with the library's conflict rules, and what we
 // saw on the way.
@@ -390,7 +403,7 @@ func (reg *Registry) specFacts() Facts {
 		case d.NotScanned:
 			// Said by the fact of the directory that ended the scan.
 		case d.NotCaptured:
-			out = append(out, fact(KindSpecDirNotCaught, d.Path, "the capture does not show %s", d.Path))
+			out = append(out, fact(KindSpecDirNotCaught, d.Path, "the capture does not show %s", d.Path).withErr(d.Problem()))
 		case d.Err != nil && errors.Is(d.Err, unix.ENOTDIR):
 			f := fact(KindSpecDirNotDir, d.Path,
 				"%s is not a directory: the CDI library's scan stops there, so no later directory is read", d.Path).

@@ -266,17 +266,17 @@ func Locate(root *hostfs.Root, target Target) (*Location, error) {
 	}
 	v1, v2 := loc.Mounts.DevicesV1 != "", loc.Mounts.Unified != ""
 	if (!v1 || loc.V1.Err != nil) && (!v2 || loc.V2.Err != nil) {
-		var why []string
+		le := &LocateError{Target: target}
 		if v1 {
-			why = append(why, "v1 devices: "+loc.V1.Err.Error())
+			le.Errs = append(le.Errs, fmt.Errorf("v1 devices: %w", loc.V1.Err))
 		}
 		if v2 {
-			why = append(why, "cgroup2: "+loc.V2.Err.Error())
+			le.Errs = append(le.Errs, fmt.Errorf("cgroup2: %w", loc.V2.Err))
 		}
 		if nsErr != nil {
-			why = append(why, nsErr.Error())
+			le.Errs = append(le.Errs, nsErr)
 		}
-		return nil, fmt.Errorf("%s: not located: %s", target, strings.Join(why, "; "))
+		return nil, le
 	}
 	for _, pl := range []*Place{&loc.V1, &loc.V2} {
 		if nsErr != nil && errors.Is(pl.Err, ErrAboveNamespace) {
@@ -286,6 +286,27 @@ func Locate(root *hostfs.Root, target Target) (*Location, error) {
 	return loc, nil
 }
 
+// LocateError: the target could be placed in none of the hierarchies
+// that apply; Errs says why for each (errors.Is sees through them:
+// ErrAboveNamespace, a permission error, a path the root lacks).
+type LocateError struct {
+	Target Target
+	Errs   []error
+}
+
+func (e *LocateError) Error() string {
+	why := make([]string, len(e.Errs))
+	for i, err := range e.Errs {
+		why[i] = err.Error()
+	}
+	return fmt.Sprintf("%s: not located: %s", e.Target, strings.Join(why, "; "))
+}
+
+func (e *LocateError) Unwrap() []error { return e.Errs }
+
+// ErrNoHierarchy: the mount table read mounts no cgroup hierarchy.
+var ErrNoHierarchy = errors.New("no cgroup hierarchy is mounted")
+
 // place maps the target onto the mounts, all as one reader wrote them.
 func place(src string, mountinfo, procCgroup []byte, target Target) (*Location, error) {
 	m, err := ParseMounts(mountinfo)
@@ -294,7 +315,7 @@ func place(src string, mountinfo, procCgroup []byte, target Target) (*Location, 
 	}
 	m.Source = src
 	if m.Mode == ModeUnknown {
-		return nil, fmt.Errorf("%s: no cgroup hierarchy is mounted", src)
+		return nil, fmt.Errorf("%s: %w", src, ErrNoHierarchy)
 	}
 	loc := &Location{Mounts: m}
 	if procCgroup == nil {

@@ -134,14 +134,14 @@ func (p *Policy) Evaluate(dev DeviceRef, acc Access) Result {
 func (p *Policy) evaluate(dev DeviceRef, acc Access) AccessResult {
 	ar := AccessResult{Access: acc}
 	if p.V1Applies {
-		d := undecided(fmt.Sprintf("v1 devices policy unreadable: %v", p.V1Err))
+		d := undecidedErr(fmt.Sprintf("v1 devices policy unreadable: %v", p.V1Err), p.V1Err)
 		if p.V1 != nil {
 			d = p.V1.Evaluate(dev, acc)
 		}
 		ar.V1 = &d
 	}
 	if p.V2Applies {
-		d := undecided(fmt.Sprintf("cgroup2 device programs unreadable: %v", p.V2Err))
+		d := undecidedErr(fmt.Sprintf("cgroup2 device programs unreadable: %v", p.V2Err), p.V2Err)
 		if p.V2 != nil {
 			d = p.V2.Evaluate(dev, acc)
 		}
@@ -156,6 +156,8 @@ func (p *Policy) evaluate(dev DeviceRef, acc Access) AccessResult {
 // decides; otherwise any undecided layer leaves the whole undecided.
 func Combine(parts ...*Decision) Decision {
 	var by, reasons []string
+	var firstErr error
+	hidden := false
 	n := 0
 	for _, d := range parts {
 		if d == nil {
@@ -167,6 +169,10 @@ func Combine(parts ...*Decision) Decision {
 		}
 		if !d.Known {
 			reasons = append(reasons, d.Reason)
+			if firstErr == nil {
+				firstErr = d.Err
+			}
+			hidden = hidden || d.Hidden
 		}
 		if d.DecidedBy != "" {
 			by = append(by, d.DecidedBy)
@@ -176,7 +182,7 @@ func Combine(parts ...*Decision) Decision {
 		return undecided("no cgroup device controller is in use")
 	}
 	if len(reasons) > 0 {
-		return Decision{Reason: strings.Join(reasons, "; "), DecidedBy: strings.Join(by, "; ")}
+		return Decision{Reason: strings.Join(reasons, "; "), DecidedBy: strings.Join(by, "; "), Err: firstErr, Hidden: hidden && firstErr == nil}
 	}
 	return Decision{Allowed: true, Known: true, DecidedBy: strings.Join(by, "; ")}
 }

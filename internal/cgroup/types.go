@@ -124,6 +124,16 @@ type Decision struct {
 	Known     bool
 	Reason    string // why undecided, or a short note
 	DecidedBy string // the file and line, or the program and instruction
+	// Undecided, the error that left it so (a program that could not be
+	// read back: EPERM, ErrCapturedHost; a devices.list that could not
+	// be read), when one did; nil when no error did.
+	Err error
+	// Hidden: undecided because a default-allow v1 cgroup hides its deny
+	// rules: no reader, root included, can see them; only an open in the
+	// cgroup can tell.
+	Hidden bool
 }
 
 func undecided(reason string) Decision { return Decision{Reason: reason} }
+
+func undecidedErr(reason string, err error) Decision { return Decision{Reason: reason, Err: err} }

@@ -194,13 +194,14 @@ func (p *V1Policy) Evaluate(dev DeviceRef, acc Access) Decision {
 		return Decision{
 			Reason:    "a default-allow v1 cgroup hides its deny rules (devices.list shows a *:* rwm): only opening the node inside the cgroup shows them",
 			DecidedBy: l.ListPath() + ": a *:* rwm",
+			Hidden:    true,
 		}
 	}
 	rules := l.rules
 	if rules == nil {
 		var err error
 		if rules, err = listRules(l.Rules); err != nil {
-			return undecided(fmt.Sprintf("%s: %v", l.ListPath(), err))
+			return undecidedErr(fmt.Sprintf("%s: %v", l.ListPath(), err), err)
 		}
 	}
 	if v := rules.Decide(dev, acc, EnforcerV1); v.Allowed {

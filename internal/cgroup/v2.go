@@ -209,9 +209,13 @@ func (p *V2Policy) Evaluate(dev DeviceRef, acc Access) Decision {
 		return Decision{Allowed: true, Known: true, DecidedBy: "no BPF_CGROUP_DEVICE program in effect for " + p.Dir}
 	}
 	var allowedBy, unknown []string
+	var firstErr error
 	for _, vp := range p.Programs {
 		if vp.Err != nil {
 			unknown = append(unknown, vp.Err.Error())
+			if firstErr == nil {
+				firstErr = vp.Err
+			}
 			continue
 		}
 		res := vp.program().Eval(dev, acc)
@@ -225,7 +229,7 @@ func (p *V2Policy) Evaluate(dev DeviceRef, acc Access) Decision {
 		}
 	}
 	if len(unknown) > 0 {
-		return Decision{Reason: strings.Join(unknown, "; "), DecidedBy: strings.Join(allowedBy, "; ")}
+		return Decision{Reason: strings.Join(unknown, "; "), DecidedBy: strings.Join(allowedBy, "; "), Err: firstErr}
 	}
 	return Decision{Allowed: true, Known: true, DecidedBy: strings.Join(allowedBy, "; ")}
 }

@@ -128,7 +128,8 @@ func (c *Client) Nodes(ctx context.Context) ([]*corev1.Node, error) {
 func Gather(ctx context.Context, c *Client, namespace, name string) (in Input, err error) {
 	in.Claim, err = c.Claim(ctx, namespace, name)
 	if err != nil {
-		return in, fmt.Errorf("get resourceclaim %s/%s: %w", namespace, name, err)
+		return in, fmt.Errorf("get resourceclaim %s/%s: %w", namespace, name,
+			&cluster.RequestError{Verb: "get", Resource: "resourceclaims.resource.k8s.io", API: "resource.k8s.io/v1", Namespace: namespace, Name: name, Err: err})
 	}
 	if in.Claim.Status.Allocation != nil {
 		return in, nil
@@ -145,11 +146,11 @@ func Gather(ctx context.Context, c *Client, namespace, name string) (in Input, e
 	wg.Wait()
 	for i, what := range []string{"deviceclasses", "resourceslices", "resourceclaims"} {
 		if errs[i] != nil {
-			return in, fmt.Errorf("list %s: %w", what, errs[i])
+			return in, fmt.Errorf("list %s: %w", what, cluster.Listing(what+".resource.k8s.io", "resource.k8s.io/v1", "", what == "resourceclaims", errs[i]))
 		}
 	}
 	if errs[3] != nil {
-		in.Nodes, in.NodesErr = nil, fmt.Sprintf("list nodes: %v", errs[3])
+		in.Nodes, in.NodesErr, in.NodesError = nil, fmt.Sprintf("list nodes: %v", errs[3]), cluster.Listing("nodes", "v1", "", false, errs[3])
 	}
 	return in, nil
 }

@@ -20,6 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/structured"
+
+	"github.com/accel-doctor/accel-doctor/internal/cluster"
+	"github.com/accel-doctor/accel-doctor/internal/report"
 )
 
 // Input is what the explanation is decided from: the objects as the API
@@ -35,8 +38,10 @@ type Input struct {
 	// them the allocator does not run (Allocator.Ran false).
 	Nodes []*corev1.Node
 	// NodesErr says why Nodes could not be listed: the allocator does
-	// not run, with this reason.
-	NodesErr string
+	// not run, with this reason. NodesError is the LIST's error, whose
+	// class the fix follows from (cluster.APIWhy).
+	NodesErr   string
+	NodesError error
 }
 
 // Exclusion is why one device cannot serve one request.
@@ -84,8 +89,9 @@ type Request struct {
 // Allocator is what the scheduler's allocator, run offline, made of the claim.
 type Allocator struct {
 	Ran bool
-	// Reason is why it did not run.
+	// Reason is why it did not run; Why the same with its fix.
 	Reason string
+	Why    report.Why `json:"-"`
 	// Node is the first node (by name) where it allocated the claim; ""
 	// when it could allocate it nowhere.
 	Node    string
@@ -518,10 +524,15 @@ func minDevices(c *resourceapi.ResourceClaim) int64 {
 // order, and stops at the first that takes the claim.
 func runAllocator(ctx context.Context, in Input, inUse sets.Set[structured.DeviceID]) Allocator {
 	if in.NodesErr != "" {
-		return Allocator{Reason: in.NodesErr}
+		why := cluster.APIWhy(in.NodesErr, in.NodesError)
+		if in.NodesError == nil {
+			why = report.Explain(in.NodesErr, "The allocator needs the Node objects: `kubectl get nodes` with the same kubeconfig says why they are not listed.")
+		}
+		return Allocator{Reason: in.NodesErr, Why: why}
 	}
 	if len(in.Nodes) == 0 {
-		return Allocator{Reason: "no Node objects: the allocator places claims on nodes"}
+		const r = "no Node objects: the allocator places claims on nodes"
+		return Allocator{Reason: r, Why: report.Explain(r, "Nothing to allocate on: `kubectl get nodes` lists none. Once nodes have joined, run again.")}
 	}
 	classes := classLister{}
 	for _, dc := range in.Classes {
@@ -577,7 +588,9 @@ func runAllocator(ctx context.Context, in Input, inUse sets.Set[structured.Devic
 		res, err := al.Allocate(ctx, n, []*resourceapi.ResourceClaim{claim})
 		if err != nil {
 			if ctx.Err() != nil {
-				return Allocator{Reason: fmt.Sprintf("the allocator did not finish within %v (%d of %d nodes tried)", AllocatorBudget, tried, len(nodes))}
+				r := fmt.Sprintf("the allocator did not finish within %v (%d of %d nodes tried)", AllocatorBudget, tried, len(nodes))
+				return Allocator{Reason: r, Why: report.NotOffered(r, "an answer within the allocator's time budget",
+					"The selectors' findings above stand without it; the scheduler's own answer is in the pod's events (`kubectl describe pod POD`).")}
 			}
 			return Allocator{Ran: true, Error: err.Error()}
 		}

@@ -28,7 +28,7 @@ type Fleet struct {
 	claims   map[string]bool
 	waiting  map[string][]string // claim NS/NAME -> pending pods NS/NAME
 	unnamed  []string            // pending pods whose template claim has no name yet
-	listErrs []string
+	listErrs []listErr
 	failed   map[string]bool // the LISTs that failed, by resource
 	slices   int
 	// onNode are the slices of each driver on each node, for the join
@@ -50,8 +50,40 @@ type fleetNode struct {
 	drivers     []string
 	draKnown    bool
 	draGap      string
+	draKind     gapKind
 	draWhy      string
 	summaryTime string
+}
+
+// gapKind is why a node's DRA registrations are not known from its
+// agent's summary, typed: the fix follows from it (gapKind.fix).
+type gapKind int
+
+const (
+	gapNodeNotListed gapKind = iota + 1
+	gapNoSummary
+	gapBadSummary
+	gapStaleSummary
+	gapOldSummary
+	gapNotJudged
+)
+
+func (k gapKind) fix() string {
+	switch k {
+	case gapNodeNotListed:
+		return "The slices name a node that is not among the Nodes listed: a node deleted since (`kubectl get node NODE`; its kubelet's slices go about 30 s after it), or a node LIST that failed (its finding says why)."
+	case gapNoSummary:
+		return "Deploy accel-doctor's agent to the nodes (its DaemonSet: `kubectl -n accel-doctor get daemonset`), or run `accel-doctor check --layer kube` on each node: its summary carries the DRA registrations."
+	case gapBadSummary:
+		return "Run the same accel-doctor release in the agent as here: `kubectl get node NODE -o jsonpath='{.metadata.annotations.accel-doctor\\.io/summary}'` shows what it wrote."
+	case gapStaleSummary:
+		return "The agent on those nodes is not checking: look at its pod (`kubectl -n accel-doctor get pods -o wide --field-selector spec.nodeName=NODE`, then `kubectl -n accel-doctor logs POD`)."
+	case gapOldSummary:
+		return "Upgrade the agent on those nodes: its summary is of a version before 2, which carries no DRA registrations."
+	case gapNotJudged:
+		return "The agent's check could not read the kubelet's plugins_registry (its summary's dra.not_run says why): give the agent's pod the kubelet's directory (deploy/components/dra-state), or run `accel-doctor check --layer kube` on the node."
+	}
+	return "Run `accel-doctor check --layer kube` on the node: it reads the registrations there."
 }
 
 type nodeDriver struct{ node, driver string }
@@ -93,15 +125,15 @@ func (f *Fleet) AddNode(n *corev1.Node) {
 	v, ok := n.Annotations[cluster.SummaryAnnotation]
 	switch s, err := cluster.ParseSummary(v); {
 	case !ok:
-		fn.draGap, fn.draWhy = "no agent summary", "the node has no "+cluster.SummaryAnnotation+" annotation: accel-doctor's agent does not run there"
+		fn.draGap, fn.draKind, fn.draWhy = "no agent summary", gapNoSummary, "the node has no "+cluster.SummaryAnnotation+" annotation: accel-doctor's agent does not run there"
 	case err != nil:
-		fn.draGap, fn.draWhy = "unreadable agent summary", "its "+cluster.SummaryAnnotation+" annotation does not read: "+err.Error()
+		fn.draGap, fn.draKind, fn.draWhy = "unreadable agent summary", gapBadSummary, "its "+cluster.SummaryAnnotation+" annotation does not read: "+err.Error()
 	default:
 		fn.summaryTime = s.Time
 		if stale, why := s.Stale(f.Now); stale {
 			// Neither the registrations nor the accelerator count then
 			// are the node's now (cluster does not use them either).
-			fn.draGap = "stale agent summary"
+			fn.draGap, fn.draKind = "stale agent summary", gapStaleSummary
 			fn.draWhy = "the agent's summary of " + s.Time + " is " + why + ": its agent is not checking the node"
 			break
 		}
@@ -110,9 +142,9 @@ func (f *Fleet) AddNode(n *corev1.Node) {
 		switch {
 		case fn.draKnown:
 		case s.Version < 2:
-			fn.draGap = fmt.Sprintf("agent summary v%d", s.Version)
+			fn.draGap, fn.draKind = fmt.Sprintf("agent summary v%d", s.Version), gapOldSummary
 		default:
-			fn.draGap = "registrations not judged by the agent"
+			fn.draGap, fn.draKind = "registrations not judged by the agent", gapNotJudged
 		}
 	}
 	f.nodes[n.Name] = fn
@@ -186,11 +218,18 @@ func (f *Fleet) AddPod(p *corev1.Pod) {
 	}
 }
 
+// listErr is a LIST that failed: its words, and its error, whose class
+// its finding's fix follows from (cluster.APIWhy).
+type listErr struct {
+	text string
+	err  error
+}
+
 // ListFailed records a LIST that failed.
 // What depends on that list is then not judged (its objects may be only
 // the pages read before the failure): its finding is the LIST's NOT_RUN.
 func (f *Fleet) ListFailed(what string, err error) {
-	f.listErrs = append(f.listErrs, fmt.Sprintf("LIST %s: %v", what, err))
+	f.listErrs = append(f.listErrs, listErr{fmt.Sprintf("LIST %s: %v", what, err), err})
 	if f.failed == nil {
 		f.failed = map[string]bool{}
 	}
@@ -202,7 +241,11 @@ func (f *Fleet) Findings() []report.Finding {
 	var out []report.Finding
 	add := func(check, code string, st report.Status, subject, summary string, ev []report.Evidence) *report.Finding {
 		c, _ := fleetCodeOf(code)
-		out = append(out, report.Finding{Check: check, Code: code, Layer: report.LayerKube, Status: st, Subject: subject, Summary: summary, Evidence: ev, Remediation: c.Remediation})
+		fd := report.Finding{Check: check, Code: code, Layer: report.LayerKube, Status: st, Subject: subject, Summary: summary, Evidence: ev}
+		if st == report.Warn || st == report.Fail {
+			fd.Remediation = c.Remediation // a NOT_RUN's fix is its why's (CouldNotLook)
+		}
+		out = append(out, fd)
 		return &out[len(out)-1]
 	}
 	names := make([]string, 0, len(f.nodes))
@@ -310,8 +353,8 @@ func (f *Fleet) Findings() []report.Finding {
 			fmt.Sprintf("%d pending pod claim(s) whose claim the resourceclaim controller has not created from its template", len(f.unnamed)), ev)
 	}
 	for _, e := range f.listErrs {
-		fd := add("dra.list", "DRA_FLEET_LIST_FAILED", report.NotRun, "API server", e, nil)
-		fd.Reason = e
+		fd := add("dra.list", "DRA_FLEET_LIST_FAILED", report.NotRun, "API server", e.text, nil)
+		fd.CouldNotLook(cluster.APIWhy(e.text, e.err))
 	}
 	judged := false
 	for _, x := range out {
@@ -368,6 +411,7 @@ func (f *Fleet) driverRegistrations(add func(check, code string, st report.Statu
 	})
 	ann := "metadata.annotations[" + cluster.SummaryAnnotation + "]"
 	type gap struct {
+		kind   gapKind
 		slices int
 		nodes  []string // "NODE: why", the first maxEvidence
 		count  int
@@ -378,17 +422,17 @@ func (f *Fleet) driverRegistrations(add func(check, code string, st report.Statu
 	for _, k := range keys {
 		g := f.onNode[k]
 		fn := f.nodes[k.node]
-		kind, why := "", ""
+		kind, why, gk := "", "", gapKind(0)
 		switch {
 		case fn == nil:
-			kind, why = "node not listed", "no Node of that name was listed"
+			kind, why, gk = "node not listed", "no Node of that name was listed", gapNodeNotListed
 		case !fn.draKnown:
-			kind, why = fn.draGap, fn.draWhy
+			kind, why, gk = fn.draGap, fn.draWhy, fn.draKind
 		}
 		if kind != "" {
 			gp := gaps[kind]
 			if gp == nil {
-				gp = &gap{}
+				gp = &gap{kind: gk}
 				gaps[kind] = gp
 			}
 			gp.slices += g.n
@@ -436,10 +480,11 @@ func (f *Fleet) driverRegistrations(add func(check, code string, st report.Statu
 		}
 		fd := add("dra.driver", "DRA_FLEET_DRIVER_REGISTRATION_NOT_RUN", report.NotRun, "resourceslices ("+kind+")",
 			fmt.Sprintf("%d slice(s) on %d node(s): whether their drivers are registered there is not known (%s)", gp.slices, gp.count, kind), ev)
-		fd.Reason = gp.nodes[0]
+		reason := gp.nodes[0]
 		if gp.count > 1 {
-			fd.Reason += fmt.Sprintf(" (and %d more node(s))", gp.count-1)
+			reason += fmt.Sprintf(" (and %d more node(s))", gp.count-1)
 		}
+		fd.CouldNotLook(report.Explain(reason, gp.kind.fix()))
 	}
 	if f.noNode.n > 0 {
 		var ev []report.Evidence
@@ -451,7 +496,8 @@ func (f *Fleet) driverRegistrations(add func(check, code string, st report.Statu
 		}
 		fd := add("dra.driver", "DRA_FLEET_DRIVER_REGISTRATION_NOT_RUN", report.NotRun, "resourceslices (no spec.nodeName)",
 			fmt.Sprintf("%d slice(s) without spec.nodeName: their devices are not one node's, and neither is the driver's registration", f.noNode.n), ev)
-		fd.Reason = "a slice for a node selector or for all nodes (network-attached devices) is published by a controller, not by one node's kubelet plugin"
+		fd.CouldNotLook(report.Explain("a slice for a node selector or for all nodes (network-attached devices) is published by a controller, not by one node's kubelet plugin",
+			"Nothing to judge on a node: the driver's controller publishes these slices; its pods are where to look (`kubectl get pods -A -o wide | grep DRIVER`)."))
 	}
 	return registered
 }
@@ -476,18 +522,18 @@ func (f *Fleet) Report(m Meta) *report.Report {
 func CollectFleet(ctx context.Context, c *Client, f *Fleet) error {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	run := func(what string, page func(context.Context, metav1.ListOptions) (string, error)) {
+	run := func(what, resource, api string, all bool, page func(context.Context, metav1.ListOptions) (string, error)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := cluster.ListPages(ctx, what, page); err != nil {
 				mu.Lock()
-				f.ListFailed(what, err)
+				f.ListFailed(what, cluster.Listing(resource, api, "", all, err))
 				mu.Unlock()
 			}
 		}()
 	}
-	run("nodes", func(ctx context.Context, o metav1.ListOptions) (string, error) {
+	run("nodes", "nodes", "v1", false, func(ctx context.Context, o metav1.ListOptions) (string, error) {
 		l, err := c.core.Nodes(ctx, o)
 		if err != nil {
 			return "", err
@@ -499,7 +545,7 @@ func CollectFleet(ctx context.Context, c *Client, f *Fleet) error {
 		}
 		return l.Continue, nil
 	})
-	run("pods (status.phase=Pending)", func(ctx context.Context, o metav1.ListOptions) (string, error) {
+	run("pods (status.phase=Pending)", "pods", "v1", true, func(ctx context.Context, o metav1.ListOptions) (string, error) {
 		o.FieldSelector = fields.OneTermEqualSelector("status.phase", string(corev1.PodPending)).String()
 		l, err := c.core.Pods(ctx, "", o)
 		if err != nil {
@@ -512,7 +558,7 @@ func CollectFleet(ctx context.Context, c *Client, f *Fleet) error {
 		}
 		return l.Continue, nil
 	})
-	run("resourceslices", func(ctx context.Context, o metav1.ListOptions) (string, error) {
+	run("resourceslices", "resourceslices.resource.k8s.io", "resource.k8s.io/v1", false, func(ctx context.Context, o metav1.ListOptions) (string, error) {
 		l := &resourceapi.ResourceSliceList{}
 		if err := c.list(ctx, "resourceslices", o, l); err != nil {
 			return "", err
@@ -524,7 +570,7 @@ func CollectFleet(ctx context.Context, c *Client, f *Fleet) error {
 		}
 		return l.Continue, nil
 	})
-	run("resourceclaims", func(ctx context.Context, o metav1.ListOptions) (string, error) {
+	run("resourceclaims", "resourceclaims.resource.k8s.io", "resource.k8s.io/v1", true, func(ctx context.Context, o metav1.ListOptions) (string, error) {
 		l := &resourceapi.ResourceClaimList{}
 		if err := c.list(ctx, "resourceclaims", o, l); err != nil {
 			return "", err
@@ -537,6 +583,6 @@ func CollectFleet(ctx context.Context, c *Client, f *Fleet) error {
 		return l.Continue, nil
 	})
 	wg.Wait()
-	sort.Strings(f.listErrs)
+	sort.Slice(f.listErrs, func(i, j int) bool { return f.listErrs[i].text < f.listErrs[j].text })
 	return ctx.Err()
 }

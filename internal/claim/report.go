@@ -40,14 +40,19 @@ func NotRead(m Meta, subject string, err error) *report.Report {
 		Generated: m.Now.UTC(), Layers: []report.Layer{report.LayerKube}, Devices: []report.Device{},
 		Findings: []report.Finding{finding("claim.read", "CLAIM_NOT_READ", report.NotRun, subject, fmt.Sprintf("could not read %s: %v", subject, err), nil)},
 	}
-	r.Findings[0].Reason = err.Error()
+	r.Findings[0].CouldNotLook(cluster.APIWhy(err.Error(), err))
 	r.Decide()
 	return r
 }
 
+// finding is a finding of code; a WARN or FAIL takes the code's fix, a
+// NOT_RUN gets its why's (Finding.CouldNotLook) from its caller.
 func finding(check, code string, st report.Status, subject, summary string, ev []report.Evidence) report.Finding {
-	c, _ := CodeOf(code)
-	return report.Finding{Check: check, Code: code, Layer: report.LayerKube, Status: st, Subject: subject, Summary: summary, Evidence: ev, Remediation: c.Remediation}
+	f := report.Finding{Check: check, Code: code, Layer: report.LayerKube, Status: st, Subject: subject, Summary: summary, Evidence: ev}
+	if c, _ := CodeOf(code); st == report.Warn || st == report.Fail {
+		f.Remediation = c.Remediation
+	}
+	return f
 }
 
 // Findings are: the allocation (or, for each request, what keeps it from
@@ -183,7 +188,11 @@ func (e *Explanation) allocatorFinding(subject string) report.Finding {
 	a := e.Allocator
 	if !a.Ran {
 		f := finding("claim.allocator", "CLAIM_ALLOCATOR_NOT_RUN", report.NotRun, subject, "the allocator did not run: "+a.Reason, nil)
-		f.Reason = a.Reason
+		why := a.Why
+		if why.Reason == "" {
+			why = report.Explain(a.Reason, "The selectors' findings above stand without it; the scheduler's own answer is in the pod's events (`kubectl describe pod POD`).")
+		}
+		f.CouldNotLook(why)
 		return f
 	}
 	var said string

@@ -9,6 +9,7 @@ import (
 
 	"github.com/accel-doctor/accel-doctor/internal/cdi"
 	"github.com/accel-doctor/accel-doctor/internal/diagnose"
+	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 	"github.com/accel-doctor/accel-doctor/internal/report"
 	"github.com/accel-doctor/accel-doctor/internal/runtime"
 )
@@ -88,7 +89,7 @@ be judged (no spec at all), or a usage error.`,
 			}
 			defer cleanup()
 			res := cdi.Validate(root, opts)
-			return g.renderCDI(res, "cdi validate", source, f.snapshot, f.verbose)
+			return g.renderCDI(root, res, "cdi validate", source, f.snapshot, f.verbose)
 		},
 	}
 	f.add(cmd)
@@ -145,7 +146,7 @@ It is read-only. Exit status: 0 no FAIL; 1 at least one FAIL; 2 a usage error.`,
 			}
 			// What the device would inject is the point: every finding
 			// is listed, and (text, markdown) a table of the edits.
-			return g.renderCDI(res, "cdi check", source, f.snapshot, true)
+			return g.renderCDI(root, res, "cdi check", source, f.snapshot, true)
 		},
 	}
 	f.add(cmd)
@@ -156,21 +157,21 @@ It is read-only. Exit status: 0 no FAIL; 1 at least one FAIL; 2 a usage error.`,
 
 // cdiReport turns checkpoint 2's facts into findings with the proposed
 // catalog (cdi.Codes): each kind is one code and one status.
-func cdiReport(res *cdi.Result, command, source, root string) (*report.Report, error) {
+func cdiReport(host *hostfs.Root, res *cdi.Result, command, source, root string) (*report.Report, error) {
 	rep := &report.Report{
 		SchemaVersion: report.SchemaVersion, Tool: "accel-doctor " + Version, Command: command,
 		Source: source, Root: root, Generated: time.Now().UTC(),
 		Layers: []report.Layer{report.LayerRuntime}, Devices: []report.Device{}, Findings: []report.Finding{},
 	}
 	for _, f := range res.Facts {
-		rep.Findings = append(rep.Findings, diagnose.CDIFinding(f))
+		rep.Findings = append(rep.Findings, diagnose.CDIFinding(host, f))
 	}
 	rep.Decide()
 	return rep, nil
 }
 
-func (g *globals) renderCDI(res *cdi.Result, command, source, snapshot string, verbose bool) error {
-	rep, err := cdiReport(res, command, source, snapshotName(snapshot))
+func (g *globals) renderCDI(root *hostfs.Root, res *cdi.Result, command, source, snapshot string, verbose bool) error {
+	rep, err := cdiReport(root, res, command, source, snapshotName(snapshot))
 	if err != nil {
 		return err
 	}

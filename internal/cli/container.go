@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/accel-doctor/accel-doctor/internal/diagnose"
 	"github.com/accel-doctor/accel-doctor/internal/enter"
@@ -116,6 +118,19 @@ are killed, nothing is reported, and it exits 128+N (130, 143).`,
 	return cmd
 }
 
+// enterWhy is why the probe could not be run as the container's
+// process: no root, a process that went away, or another failure to
+// join it, which running the probe inside the container avoids.
+func enterWhy(err error) report.Why {
+	switch {
+	case errors.Is(err, enter.ErrNeedsRoot), errors.Is(err, fs.ErrPermission), errors.Is(err, unix.EPERM):
+		return report.Privilege(err.Error(), "")
+	case errors.Is(err, enter.ErrGone), errors.Is(err, unix.ESRCH):
+		return report.Again(err.Error()).With("The container's process went away: run again while it runs.")
+	}
+	return report.Explain(err.Error(), "Run the probe inside the container instead (`kubectl exec POD -- accel-doctor probe`, `crictl exec ID accel-doctor probe`): it needs nothing from the host.")
+}
+
 // probeContainer is checkpoint 4: the functional probe run as the
 // container's process would (internal/enter), its findings added to the
 // report, with what of the process it could not reproduce.
@@ -125,11 +140,14 @@ func probeContainer(ctx context.Context, rep *report.Report, env *diagnose.Env, 
 		rep.Findings = append(rep.Findings, f)
 	}
 	if !c.Alive() {
-		add(report.Finding{Check: "probe.container", Code: probe.CodeNoNodes, Layer: report.LayerFunctional, Status: report.NotRun,
-			Subject: c.Ref(), Summary: "not probed", Reason: "the container has no running process"})
+		f := report.Finding{Check: "probe.container", Code: probe.CodeNoNodes, Layer: report.LayerFunctional, Subject: c.Ref(), Summary: "not probed"}
+		f.CouldNotLook(report.Explain("the container has no running process",
+			"Start the container, or name one that runs (`crictl ps`, `docker ps`), and run again: the probe runs as its process."))
+		add(f)
 	} else if res, err := enter.Probe(ctx, c.PID, enter.Options{Nodes: env.ContainerNodePaths()}); err != nil {
-		add(report.Finding{Check: "probe.container", Code: probe.CodeIoctlNotRun, Layer: report.LayerFunctional, Status: report.NotRun,
-			Subject: c.Ref(), Summary: "the functional probe did not run", Reason: err.Error()})
+		f := report.Finding{Check: "probe.container", Code: probe.CodeIoctlNotRun, Layer: report.LayerFunctional, Subject: c.Ref(), Summary: "the functional probe did not run"}
+		f.CouldNotLook(enterWhy(err))
+		add(f)
 	} else {
 		var missed []string
 		for _, a := range res.Aspects {

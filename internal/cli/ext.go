@@ -232,7 +232,11 @@ func (g *globals) kubeletRPC() kubeletrpc.Caller {
 	return kubeletrpc.Exec{Find: func() (string, error) {
 		p, err := findBinary(KubeletBinary)
 		if err != nil {
-			return "", fmt.Errorf("%s, which makes the calls on the kubelet's sockets, is neither beside this binary nor on PATH", KubeletBinary)
+			dir := ""
+			if self, err := os.Executable(); err == nil {
+				dir = filepath.Dir(self)
+			}
+			return "", &kubeletrpc.HelperMissingError{Name: KubeletBinary, Dir: dir, Purpose: "makes the calls on the kubelet's sockets"}
 		}
 		return p, nil
 	}}

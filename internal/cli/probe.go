@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -126,9 +127,10 @@ func ProbeReport(r *probe.Report, command string) *report.Report {
 func ProbeFindings(r *probe.Report) []report.Finding {
 	var out []report.Finding
 	who := report.Evidence{Path: "identity", Value: identity(r.Process)}
+	// Out of out, in order: a NOT_RUN's fix names an earlier finding.
 	add := func(check, code string, st report.Status, subject, summary string, ev ...report.Evidence) *report.Finding {
 		f := report.Finding{Check: check, Code: code, Layer: report.LayerFunctional, Status: st, Subject: subject, Summary: summary, Evidence: ev}
-		if c, ok := probe.LookupCode(code); ok && st != report.Pass {
+		if c, ok := probe.LookupCode(code); ok && (st == report.Warn || st == report.Fail) {
 			f.Remediation = c.Remediation
 		}
 		out = append(out, f)
@@ -136,12 +138,13 @@ func ProbeFindings(r *probe.Report) []report.Finding {
 	}
 	for _, e := range r.DevErrors {
 		f := add("probe.nodes", probe.CodeDevUnreadable, report.NotRun, r.Dev, "a device directory could not be read")
-		f.Reason = e
+		f.CouldNotLook(report.Explain(e, "List it by hand in the container (`ls -la "+r.Dev+"`): a directory this process may not read (its mode, an LSM) hides the nodes in it; run the probe as the workload's user to see what the workload sees."))
 	}
 	if len(r.Nodes) == 0 {
 		f := add("probe.nodes", probe.CodeNoNodes, report.NotRun, r.Dev, "no accelerator node in "+r.Dev,
 			report.Evidence{Path: r.Dev, Value: "patterns: " + strings.Join(r.Patterns, " ")})
-		f.Reason = "no accelerator node in " + r.Dev
+		f.CouldNotLook(report.Explain("no accelerator node in "+r.Dev,
+			"Give the container the device: a resources.limits request of the device plugin's resource, or a ResourceClaim, in the pod; --device or a CDI name for a plain container. On the node, `accel-doctor container ID` shows what the runtime applied."))
 	}
 	for _, n := range r.Nodes {
 		nodeFindings(add, n, who)
@@ -160,6 +163,7 @@ func nodeFindings(add addFunc, n probe.NodeProbe, who report.Evidence) {
 		node = "unknown type"
 	}
 	ev := []report.Evidence{{Path: n.Path, Value: node}}
+	var opened *report.Finding // the open's finding, which an ioctl not made follows from
 	if n.Target != "" {
 		ev = append(ev, report.Evidence{Path: n.Path, Value: "symbolic link to " + n.Target})
 	}
@@ -170,7 +174,7 @@ func nodeFindings(add addFunc, n probe.NodeProbe, who report.Evidence) {
 			add("probe.open", probe.CodeNodeNotChar, report.Fail, n.Path, fmt.Sprintf("%s is not a character device (%s)", n.Path, node), ev...)
 			return
 		}
-		add("probe.open", probe.CodeNodeOpened, report.Pass, n.Path, fmt.Sprintf("opened %s (%s)", openFlagName(o.Access), node), ev...)
+		opened = add("probe.open", probe.CodeNodeOpened, report.Pass, n.Path, fmt.Sprintf("opened %s (%s)", openFlagName(o.Access), node), ev...)
 	} else {
 		ev = append(ev, report.Evidence{Value: fmt.Sprintf("%s: %s (%s)", call, o.ErrnoName, o.Message)}, who)
 		code, st, why := probe.CodeNodeOpenFailed, report.Fail, "failed"
@@ -186,7 +190,7 @@ func nodeFindings(add addFunc, n probe.NodeProbe, who report.Evidence) {
 		case probe.NotPresent:
 			why = "the name does not lead to a node (a dangling link, or it vanished)"
 		}
-		add("probe.open", code, st, n.Path, fmt.Sprintf("open %s: %s: %s", openFlagName(o.Access), o.ErrnoName, why), ev...)
+		opened = add("probe.open", code, st, n.Path, fmt.Sprintf("open %s: %s: %s", openFlagName(o.Access), o.ErrnoName, why), ev...)
 	}
 	c := n.Ioctl
 	if c.Name == "" {
@@ -194,8 +198,13 @@ func nodeFindings(add addFunc, n probe.NodeProbe, who report.Evidence) {
 	}
 	subject := n.Path
 	if c.NotRun != "" {
+		var prev report.Finding
+		if opened != nil {
+			prev = *opened
+		}
+		why := ioctlWhy(c, prev)
 		f := add("probe.ioctl", probe.CodeIoctlNotRun, report.NotRun, subject, c.Name+" not made")
-		f.Reason = c.NotRun
+		f.CouldNotLook(why)
 		return
 	}
 	iev := []report.Evidence{{Path: n.Path, Value: fmt.Sprintf("ioctl(%s %s)", c.Name, c.Request)}}
@@ -225,6 +234,46 @@ func nodeFindings(add addFunc, n probe.NodeProbe, who report.Evidence) {
 	}
 }
 
+// ioctlWhy is why the kind's ioctl was not made: the open before it
+// failed (its finding's fix comes first), or this architecture.
+func ioctlWhy(c probe.Ioctl, opened report.Finding) report.Why {
+	switch c.Skip {
+	case probe.SkipOpenFailed, probe.SkipNotChar:
+		if opened.Status == report.Fail || opened.Status == report.Warn {
+			return report.AfterFix(c.NotRun, opened)
+		}
+		return report.Explain(c.NotRun, "The open decides: see its finding.")
+	case probe.SkipArch:
+		return report.NotOffered(c.NotRun, "this architecture's ioctl encoding",
+			"The open above is the check here: run the probe on amd64 or arm64 to have the driver identify itself.")
+	case probe.SkipByDesign:
+		return report.Explain(c.NotRun, "Nothing to do: the other steps of the probe cover it.")
+	}
+	return report.Unusable(c.NotRun, "")
+}
+
+// libWhy is why a library's steps did not run, by its typed skip.
+func libWhy(l *probe.LibProbe) report.Why {
+	dir := ""
+	if exe, err := os.Executable(); err == nil {
+		dir = filepath.Dir(exe)
+	}
+	switch l.Skip {
+	case probe.SkipNotAsked:
+		return report.Off(l.NotRun, "--no-libraries")
+	case probe.SkipNoLibrary:
+		return report.Explain(l.NotRun, "Nothing to do where the workload uses no "+l.Library+". Otherwise give the container the driver's user-space libraries: the NVIDIA container toolkit or a CDI spec mounts them (`nvidia-ctk cdi generate`); LD_LIBRARY_PATH must name where they are.")
+	case probe.SkipNoHelper:
+		return report.Helper(l.NotRun, probe.HelperName, dir).With("Or give its path with --cuda-helper.")
+	case probe.SkipHelperUnusable:
+		return report.HelperBroken(l.NotRun, probe.HelperName, dir)
+	case probe.SkipNoLoader:
+		return report.NotOffered(l.NotRun, "a glibc dynamic loader in this file system",
+			"NVML and CUDA load only in an image with glibc (the CUDA base images have it); the node findings above stand without them.")
+	}
+	return report.Unusable(l.NotRun, "")
+}
+
 func ioctlAnswer(c probe.Ioctl) string {
 	switch {
 	case c.DRM != nil:
@@ -245,7 +294,7 @@ func libFinding(add addFunc, l *probe.LibProbe, okCode, failCode, notRunCode str
 	subject := l.Library
 	if l.NotRun != "" {
 		f := add("probe."+l.Lib, notRunCode, report.NotRun, subject, l.Library+" not exercised")
-		f.Reason = l.NotRun
+		f.CouldNotLook(libWhy(l))
 		return
 	}
 	ev := []report.Evidence{}

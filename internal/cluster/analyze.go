@@ -305,7 +305,8 @@ func (a *Analyzer) AddEvent(e *corev1.Event) {
 }
 
 // ListFailed records that a LIST could not be read; the findings say what
-// was not judged.
+// was not judged, and their fix follows from the error's class (APIWhy:
+// wrap it in a RequestError to name the verb and resource).
 func (a *Analyzer) ListFailed(what string, err error) {
 	a.listErrs = append(a.listErrs, listErr{what: what, err: err})
 }
@@ -333,11 +334,12 @@ func (a *Analyzer) Findings() []report.Finding {
 	}
 	out = append(out, a.pendingFindings()...)
 	for _, le := range a.listErrs {
-		out = append(out, report.Finding{
-			Check: "cluster.list", Code: "CLUSTER_LIST_FAILED", Layer: report.LayerKube, Status: report.NotRun,
+		f := report.Finding{
+			Check: "cluster.list", Code: "CLUSTER_LIST_FAILED", Layer: report.LayerKube,
 			Subject: le.what, Summary: fmt.Sprintf("LIST %s failed: %v", le.what, le.err),
-			Reason: fmt.Sprintf("LIST %s: %v", le.what, le.err), Remediation: remediation("CLUSTER_LIST_FAILED"),
-		})
+		}
+		f.CouldNotLook(APIWhy(fmt.Sprintf("LIST %s: %v", le.what, le.err), le.err))
+		out = append(out, f)
 	}
 	return out
 }
@@ -352,10 +354,14 @@ func nodeSubject(name string) string { return "node/" + name }
 func (a *Analyzer) nodeFindings(name string) []report.Finding {
 	var out []report.Finding
 	add := func(check, code string, st report.Status, summary string, ev []report.Evidence) {
-		out = append(out, report.Finding{
+		f := report.Finding{
 			Check: check, Code: code, Layer: report.LayerKube, Status: st, Subject: nodeSubject(name),
-			Summary: summary, Evidence: ev, Remediation: remediation(code),
-		})
+			Summary: summary, Evidence: ev,
+		}
+		if st == report.Warn || st == report.Fail {
+			f.Remediation = remediation(code) // a NOT_RUN's is its why's (CouldNotLook)
+		}
+		out = append(out, f)
 	}
 	ns := a.nodes[name]
 	var okEvidence []report.Evidence

@@ -125,18 +125,22 @@ func Collect(ctx context.Context, c Lister, namespace string, a *Analyzer) error
 		mu sync.Mutex
 		wg sync.WaitGroup
 	)
-	run := func(what string, list func(context.Context, metav1.ListOptions) (string, error)) {
+	run := func(what, resource string, list func(context.Context, metav1.ListOptions) (string, error)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if err := ListPages(ctx, what, list); err != nil {
 				mu.Lock()
-				a.ListFailed(what, err)
+				ns := namespace
+				if resource == "nodes" {
+					ns = "" // cluster-scoped
+				}
+				a.ListFailed(what, Listing(resource, "v1", ns, resource != "nodes" && ns == "", err))
 				mu.Unlock()
 			}
 		}()
 	}
-	run("nodes", func(ctx context.Context, o metav1.ListOptions) (string, error) {
+	run("nodes", "nodes", func(ctx context.Context, o metav1.ListOptions) (string, error) {
 		l, err := c.Nodes(ctx, o)
 		if err != nil {
 			return "", err
@@ -148,7 +152,7 @@ func Collect(ctx context.Context, c Lister, namespace string, a *Analyzer) error
 		}
 		return l.Continue, nil
 	})
-	run(listName("pods", namespace), func(ctx context.Context, o metav1.ListOptions) (string, error) {
+	run(listName("pods", namespace), "pods", func(ctx context.Context, o metav1.ListOptions) (string, error) {
 		l, err := c.Pods(ctx, namespace, o)
 		if err != nil {
 			return "", err
@@ -164,7 +168,7 @@ func Collect(ctx context.Context, c Lister, namespace string, a *Analyzer) error
 	// reason (one of the fields it selects events on,
 	// pkg/registry/core/event/strategy.go ToSelectableFields).
 	sel := fields.OneTermEqualSelector("reason", "FailedScheduling").String()
-	run(listName("events", namespace), func(ctx context.Context, o metav1.ListOptions) (string, error) {
+	run(listName("events", namespace), "events", func(ctx context.Context, o metav1.ListOptions) (string, error) {
 		o.FieldSelector = sel
 		l, err := c.Events(ctx, namespace, o)
 		if err != nil {

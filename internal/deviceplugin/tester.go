@@ -87,16 +87,31 @@ func (r *TestResult) add(code, subject, summary string, ev ...report.Evidence) *
 	c, _ := CodeOf(code)
 	f := report.Finding{Check: "plugin." + strings.ToLower(strings.TrimPrefix(code, "PLUGIN_")), Code: code,
 		Layer: report.LayerKube, Status: report.Status(c.Status), Subject: subject, Summary: summary, Evidence: ev}
-	if f.Status != report.Pass {
+	if f.Status == report.Warn || f.Status == report.Fail {
 		f.Remediation = c.Remediation
 	}
 	r.Findings = append(r.Findings, f)
 	return &r.Findings[len(r.Findings)-1]
 }
 
-func (r *TestResult) notRun(check, subject, reason string) {
-	r.Findings = append(r.Findings, report.Finding{Check: "plugin." + check, Code: CodeNotRun, Layer: report.LayerKube,
-		Status: report.NotRun, Subject: subject, Summary: check + ": " + reason, Reason: reason})
+// notRun records a check that could not run, why, and the fix that
+// follows from it.
+func (r *TestResult) notRun(check, subject string, why report.Why) {
+	f := report.Finding{Check: "plugin." + check, Code: CodeNotRun, Layer: report.LayerKube,
+		Subject: subject, Summary: check + ": " + why.Reason}
+	f.CouldNotLook(why)
+	r.Findings = append(r.Findings, f)
+}
+
+// afterFailure is the why of a check skipped for an earlier step's
+// FAIL (or WARN): the last such finding, whose fix comes first.
+func (r *TestResult) afterFailure(reason string) report.Why {
+	for i := len(r.Findings) - 1; i >= 0; i-- {
+		if f := r.Findings[i]; f.Status == report.Fail || f.Status == report.Warn {
+			return report.AfterFix(reason, f)
+		}
+	}
+	return report.Explain(reason, "The plugin's earlier answers above say what failed; fix the plugin, then run the test again.")
 }
 
 func ev(path, format string, a ...any) report.Evidence {
@@ -388,7 +403,8 @@ func Test(ctx context.Context, o TestOptions) (*TestResult, error) {
 	if o.Socket != "" {
 		t := &tester{o: o, res: res, subject: o.Socket}
 		t.contract(ctx, o.Socket, nil)
-		res.notRun("register", o.Socket, "--socket dials the plugin directly: registration is checked with --kubelet-dir")
+		res.notRun("register", o.Socket, report.Input("--socket dials the plugin directly: registration is checked with --kubelet-dir",
+			"--kubelet-dir DIR instead of --socket: the tester then serves DIR/kubelet.sock as the kubelet does, and the plugin registers with it"))
 		return res, nil
 	}
 	return testAsKubelet(ctx, o, res)
@@ -433,7 +449,7 @@ func testAsKubelet(ctx context.Context, o TestOptions, res *TestResult) (*TestRe
 		if t.contract(ctx, sock, last) && o.Reregister {
 			t.reregistration(ctx, k, name, len(k.registrations()))
 		} else if o.Reregister {
-			res.notRun("reregistered", name, "skipped: the plugin's endpoint did not answer the contract checks")
+			res.notRun("reregistered", name, res.afterFailure("skipped: the plugin's endpoint did not answer the contract checks"))
 		}
 	}
 	return res, nil
@@ -595,16 +611,17 @@ func (t *tester) contract(ctx context.Context, sock string, reg *registration) b
 	if opts.GetPreferredAllocationAvailable {
 		t.preferredCheck(ctx, c, sock, healthy)
 	} else {
-		t.res.notRun("preferred", subj, "the plugin does not advertise GetPreferredAllocation")
+		t.res.notRun("preferred", subj, report.Explain("the plugin does not advertise GetPreferredAllocation",
+			"Nothing to do unless the plugin is meant to choose devices (NUMA or NVLink locality): one that implements GetPreferredAllocation sets GetPreferredAllocationAvailable in its options."))
 	}
 	allocated := t.allocateChecks(ctx, c, sock, healthy)
 	if t.crashed {
-		t.res.notRun("prestart", subj, "skipped: the plugin died during Allocate")
+		t.res.notRun("prestart", subj, t.res.afterFailure("skipped: the plugin died during Allocate"))
 		return false
 	}
 	if opts.PreStartRequired {
 		if len(allocated) == 0 {
-			t.res.notRun("prestart", subj, "no device was allocated to start a container with")
+			t.res.notRun("prestart", subj, t.res.afterFailure("no device was allocated to start a container with"))
 		} else {
 			pctx, cancel := context.WithTimeout(ctx, min(t.o.Timeout, pluginapi.KubeletPreStartContainerRPCTimeoutInSecs*time.Second))
 			_, err := c.PreStartContainer(pctx, &pluginapi.PreStartContainerRequest{DevicesIds: allocated})
@@ -616,7 +633,8 @@ func (t *tester) contract(ctx context.Context, sock string, reg *registration) b
 			}
 		}
 	} else {
-		t.res.notRun("prestart", subj, "the plugin does not require PreStartContainer")
+		t.res.notRun("prestart", subj, report.Explain("the plugin does not require PreStartContainer",
+			"Nothing to do: the kubelet calls PreStartContainer only for a plugin that sets PreStartRequired in its options."))
 	}
 	return true
 }
@@ -724,7 +742,11 @@ func (t *tester) listFindings(sock string, devs []*pluginapi.Device, reg *regist
 		if numaErr != nil {
 			reason = "the host's NUMA nodes could not be read: " + numaErr.Error()
 		}
-		t.res.notRun("numa", subj, reason)
+		why := report.Explain(reason, "Run the test on the node itself (or with the host's /sys at --root): the devices' topology is judged against the host's NUMA nodes.")
+		if numaErr != nil {
+			why = report.Unusable(reason, pci.NodeOnlinePath)
+		}
+		t.res.notRun("numa", subj, why)
 	}
 	switch {
 	case healthy == 0:
@@ -775,7 +797,8 @@ func (t *tester) healthUpdate(ctx context.Context, lw *lwRecorder, sock string) 
 		if t.o.TriggerNote != "" {
 			reason = t.o.TriggerNote
 		}
-		t.res.notRun("health_update", t.subject, reason)
+		t.res.notRun("health_update", t.subject, report.NotOffered(reason, "a way to change a device's health on demand",
+			"Measure it against accel-doctor's mock (`accel-doctor plugin mock --mode flapping`), whose health the tester can flip."))
 		return
 	}
 	const rounds = 6
@@ -785,7 +808,8 @@ func (t *tester) healthUpdate(ctx context.Context, lw *lwRecorder, sock string) 
 		prev := healthMap(before[len(before)-1].devs)
 		at := time.Now()
 		if err := t.o.Trigger(ctx); err != nil {
-			t.res.notRun("health_update", t.subject, "the trigger failed: "+err.Error())
+			t.res.notRun("health_update", t.subject, report.Explain("the trigger failed: "+err.Error(),
+				"The mock's health trigger did not take: run the test again; if it keeps failing, report a bug with the test's output."))
 			return
 		}
 		got := false
@@ -835,7 +859,7 @@ func changed(a, b map[string]string) bool {
 
 func (t *tester) preferredCheck(ctx context.Context, c pluginapi.DevicePluginClient, sock string, healthy []string) {
 	if len(healthy) == 0 {
-		t.res.notRun("preferred", t.subject, "no healthy device to choose from")
+		t.res.notRun("preferred", t.subject, t.res.afterFailure("no healthy device to choose from"))
 		return
 	}
 	size := min(2, len(healthy))
@@ -885,7 +909,7 @@ func (t *tester) preferredCheck(ctx context.Context, c pluginapi.DevicePluginCli
 func (t *tester) allocateChecks(ctx context.Context, c pluginapi.DevicePluginClient, sock string, healthy []string) []string {
 	subj := t.subject
 	if len(healthy) == 0 {
-		t.res.notRun("allocate", subj, "no healthy device to allocate")
+		t.res.notRun("allocate", subj, t.res.afterFailure("no healthy device to allocate"))
 		return nil
 	}
 	var samples []time.Duration
@@ -1042,7 +1066,8 @@ func (t *tester) reregistration(ctx context.Context, k *fakeKubelet, name string
 	k.stop(false)
 	at := time.Now()
 	if err := k.start(); err != nil {
-		t.res.notRun("reregistered", name, "kubelet.sock could not be served again: "+err.Error())
+		t.res.notRun("reregistered", name, report.Explain("kubelet.sock could not be served again: "+err.Error(),
+			"The tester could not bind kubelet.sock again in --kubelet-dir: check that nothing else serves it (`ls -l DIR/kubelet.sock`, a kubelet on this host) and run the test again."))
 		return
 	}
 	for {

@@ -39,6 +39,17 @@ func dump(r *TestResult) string {
 	return b.String()
 }
 
+// notRunFixes: every check that could not run says why and what to do
+// about that.
+func notRunFixes(t *testing.T, r *TestResult) {
+	t.Helper()
+	for _, f := range r.Findings {
+		if f.Status == report.NotRun && (f.Reason == "" || f.Remediation == "") {
+			t.Errorf("NOT_RUN %s %s: reason %q, fix %q", f.Code, f.Summary, f.Reason, f.Remediation)
+		}
+	}
+}
+
 // runTest serves kubelet.sock in dir with Test, starts the plugin once
 // kubelet.sock exists (start), and returns the result.
 func runTest(t *testing.T, o TestOptions, start func()) *TestResult {
@@ -65,6 +76,7 @@ func runTest(t *testing.T, o TestOptions, start func()) *TestResult {
 		if got.err != nil {
 			t.Fatal(got.err)
 		}
+		notRunFixes(t, got.r)
 		return got.r
 	case <-time.After(90 * time.Second):
 		t.Fatal("plugin test did not finish in 90s")
@@ -254,6 +266,12 @@ func TestPluginTestSocketMode(t *testing.T) {
 	}
 	if hasCode(res, CodeRegistered) || !strings.Contains(dump(res), "register: --socket dials the plugin directly") {
 		t.Errorf("registration judged in --socket mode:\n%s", dump(res))
+	}
+	notRunFixes(t, res)
+	for _, f := range res.Findings {
+		if f.Check == "plugin.register" && !strings.Contains(f.Remediation, "Give --kubelet-dir DIR instead of --socket") {
+			t.Errorf("registration NOT_RUN: fix %q", f.Remediation)
+		}
 	}
 }
 

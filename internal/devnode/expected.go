@@ -227,8 +227,8 @@ func nvidiaGPUNode(root *hostfs.Root, d Device, add addFn, fail failFn) {
 	case errors.Is(err, fs.ErrNotExist) && root.Exists(path.Join(driver.NVIDIAGPUsDir, d.Address)):
 		// nv-procfs.c creates the file with the directory: a capture
 		// that kept the directory without it kept only part of it.
-		fail(d.Address, fmt.Errorf("minor of /dev/nvidiaN unknown: %s holds no information file (the capture kept only part of the NVIDIA procfs)",
-			path.Join(driver.NVIDIAGPUsDir, d.Address)))
+		fail(d.Address, fmt.Errorf("minor of /dev/nvidiaN unknown: %w", &hostfs.NotCapturedError{Path: driver.GPUInformationPath(d.Address),
+			Why: path.Join(driver.NVIDIAGPUsDir, d.Address) + " holds no information file (the capture kept only part of the NVIDIA procfs)"}))
 	case err != nil:
 		fail(d.Address, fmt.Errorf("minor of /dev/nvidiaN unknown: %w", err))
 	case info.DeviceMinor == nil:

@@ -228,11 +228,13 @@ type Out struct {
 	findings []report.Finding
 }
 
-// Add records a finding of the check. The remediation of a non-PASS finding
-// defaults to the code's catalog entry.
+// Add records a finding of the check. The remediation of a WARN or FAIL
+// defaults to the code's catalog entry; a NOT_RUN never takes it (the
+// catalog's fix is for the WARN or FAIL the check would have judged):
+// record a NOT_RUN with NotRun, whose why gives its fix.
 func (o *Out) Add(code string, st report.Status, subject, summary string, ev ...report.Evidence) *report.Finding {
 	f := report.Finding{Check: o.check.ID, Code: code, Layer: o.check.Layer, Status: st, Subject: subject, Summary: summary, Evidence: ev}
-	if st != report.Pass {
+	if st == report.Warn || st == report.Fail {
 		if c, ok := LookupCode(code); ok {
 			f.Remediation = c.Remediation
 		}
@@ -241,10 +243,11 @@ func (o *Out) Add(code string, st report.Status, subject, summary string, ev ...
 	return &o.findings[len(o.findings)-1]
 }
 
-// NotRun records that the check could not look, and why.
-func (o *Out) NotRun(code, subject, summary, reason string, ev ...report.Evidence) *report.Finding {
+// NotRun records that the check could not look, why (the finding's
+// reason) and the fix that follows from what blocked it.
+func (o *Out) NotRun(code, subject, summary string, why report.Why, ev ...report.Evidence) *report.Finding {
 	f := o.Add(code, report.NotRun, subject, summary, ev...)
-	f.Reason = reason
+	f.CouldNotLook(why)
 	return f
 }
 
@@ -336,12 +339,13 @@ func runOne(e *Env, c *Check) (fs []report.Finding) {
 			if rp, ok := p.(*readerPanic); ok {
 				stack = rp.stack // where the reader it used panicked
 			}
-			fs = append(out.findings, report.Finding{
-				Check: c.ID, Code: CodeCheckCrashed, Layer: c.Layer, Status: report.NotRun,
+			f := report.Finding{
+				Check: c.ID, Code: CodeCheckCrashed, Layer: c.Layer,
 				Subject: "host", Summary: fmt.Sprintf("check %s stopped with an internal error", c.ID),
-				Reason:   fmt.Sprintf("panic: %v", p),
 				Evidence: []report.Evidence{{Value: string(stack)}},
-			})
+			}
+			f.CouldNotLook(report.Bug(fmt.Sprintf("panic: %v", p)))
+			fs = append(out.findings, f)
 		}
 	}()
 	c.Run(e, out)

@@ -58,6 +58,12 @@ func runFixtureEnv(t *testing.T, e *Env, name string) *report.Report {
 		if f.Status == report.NotRun && f.Reason == "" {
 			t.Errorf("%s: NOT_RUN without a reason: %+v", name, f)
 		}
+		// A NOT_RUN's fix is about what kept it from looking, never
+		// its code's catalog fix (the WARN or FAIL case's).
+		if c, ok := LookupCode(f.Code); f.Status == report.NotRun &&
+			(f.Remediation == "" || c.Remediation != "" && strings.Contains(f.Remediation, c.Remediation) && ok) {
+			t.Errorf("%s: NOT_RUN %s %s: fix %q (catalog's %q)", name, f.Code, f.Subject, f.Remediation, c.Remediation)
+		}
 	}
 	return rep
 }

@@ -186,10 +186,56 @@ func policyReason(e *Env, err error) string {
 	return err.Error()
 }
 
+// policyWhy is why the policy could not be located (prefix, then
+// policyReason's words): joining the initial cgroup namespace needs
+// CAP_SYS_ADMIN (setns(2) of a cgroup namespace); what the capture or
+// the pod lacks; a --pid that names no process; no cgroup mounted.
+func policyWhy(e *Env, err error, prefix string) report.Why {
+	reason := prefix + policyReason(e, err)
+	var pe *fs.PathError
+	switch {
+	case errors.Is(err, cgroup.ErrAboveNamespace):
+		return report.Privilege(reason, capSysAdmin)
+	case errors.Is(err, cgroup.ErrNoHierarchy):
+		return report.Explain(reason, "Run accel-doctor where the host's cgroup file systems are mounted: on the host, or in a pod with hostPID and the host's / at --root (its /proc/1/mountinfo then names them).")
+	case errors.As(err, &pe) && errors.Is(err, fs.ErrNotExist):
+		if _, ok := captureGap(e.Root, pe.Path); ok {
+			return e.missing(reason, pe.Path)
+		}
+		if strings.HasSuffix(pe.Path, "/mountinfo") && !e.Root.IsLive() {
+			return report.Capture(reason, pe.Path)
+		}
+		if t := e.cgroupTarget(); t.PID > 0 && pe.Path == fmt.Sprintf("/proc/%d/cgroup", t.PID) {
+			return report.Input(reason, fmt.Sprintf("--pid with a running process (no process %d here: `ps -p %d`)", t.PID, t.PID))
+		}
+	}
+	return e.errWhy(reason, err, "", "")
+}
+
+// measureFix is what tells a decision the files cannot: an open in the
+// cgroup.
+const measureFix = "Measure instead of reading: open the node from inside the container (`runc exec ID sh -c ': <> /dev/nvidia0'`, `kubectl exec`): EPERM means the cgroup denies it; `accel-doctor sandbox --allow 'c 195:* rw' --device /dev/nvidia0` shows what the kernel makes of a rule set."
+
+// decisionWhy is why a decision is undecided (cgroup.Decision): a
+// default-allow v1 cgroup hides its rules from everyone; a program
+// that could not be read back (privilege, a capture without it); rules
+// the interpreter could not evaluate.
+func decisionWhy(e *Env, d cgroup.Decision) report.Why {
+	switch {
+	case d.Err != nil && cgroup.IsCapturedHost(d.Err):
+		return report.Capture(d.Reason, "the cgroup's BPF device programs")
+	case d.Err != nil:
+		return e.errWhy(d.Reason, d.Err, "", capSysAdmin)
+	case d.Hidden:
+		return report.Explain(d.Reason, "No reader can see a default-allow v1 cgroup's deny rules, root included. "+measureFix)
+	}
+	return report.NotOffered(d.Reason, "an exact decision from these rules", measureFix)
+}
+
 func checkCgroupMode(e *Env, out *Out) {
 	p, err := e.CgroupPolicy()
 	if err != nil {
-		out.NotRun(CodeCgroupModeUnknown, "host", "cgroup device policy not located", policyReason(e, err))
+		out.NotRun(CodeCgroupModeUnknown, "host", "cgroup device policy not located", policyWhy(e, err, ""))
 		return
 	}
 	ev := []report.Evidence{Ev(p.Mounts.Source, "mode "+p.Mounts.Mode.String())}
@@ -326,7 +372,7 @@ func decisionEvidence(parts []struct {
 func checkCgroupAccess(e *Env, out *Out) {
 	p, err := e.CgroupPolicy()
 	if err != nil {
-		out.NotRun(CodeCgroupUnreadable, "host", "device access not evaluated", "cgroup policy not located: "+policyReason(e, err))
+		out.NotRun(CodeCgroupUnreadable, "host", "device access not evaluated", policyWhy(e, err, "cgroup policy not located: "))
 		return
 	}
 	type item struct {
@@ -339,7 +385,7 @@ func checkCgroupAccess(e *Env, out *Out) {
 	var items []item
 	for _, n := range e.cgroupNodes() {
 		if f, failed := e.FailedBelow(n.Path, report.LayerCgroup); failed && e.Opts.Container == nil {
-			out.NotRun(CodeCgroupNodeUnchecked, n.Path, "not evaluated", "an earlier layer failed: "+f.Code+": "+f.Summary)
+			out.NotRun(CodeCgroupNodeUnchecked, n.Path, "not evaluated", report.AfterFix("an earlier layer failed: "+f.Code+": "+f.Summary, f))
 			continue
 		}
 		var st devnode.NodeState
@@ -348,7 +394,11 @@ func checkCgroupAccess(e *Env, out *Out) {
 		}
 		dev, ok := nodeDev(n, st)
 		if !ok {
-			out.NotRun(CodeCgroupNodeUnchecked, n.Path, "not evaluated", "its device number is unknown")
+			why := report.Explain("its device number is unknown", "Look at the node and its device's dev attribute on the host (`ls -l "+n.Path+"`, `cat /sys/class/*/*/dev`): layer 3 names what it found.")
+			if f, below := e.notRunBelow(n.Path, report.LayerCgroup); below {
+				why = inherit("its device number is unknown", f)
+			}
+			out.NotRun(CodeCgroupNodeUnchecked, n.Path, "not evaluated", why)
 			continue
 		}
 		// v1 needs a single exception holding every access one open asks
@@ -372,11 +422,12 @@ func checkCgroupAccess(e *Env, out *Out) {
 			reason = rw.Reason
 		}
 		if same {
+			why := decisionWhy(e, items[0].rw)
 			var names []string
 			for _, it := range items {
 				names = append(names, it.n.Path)
 			}
-			out.NotRun(CodeCgroupUnreadable, "host", fmt.Sprintf("access of %s to the %d accelerator nodes undecided", targetName(e), len(items)), reason,
+			out.NotRun(CodeCgroupUnreadable, "host", fmt.Sprintf("access of %s to the %d accelerator nodes undecided", targetName(e), len(items)), why,
 				Ev("", strings.Join(names, " ")))
 			return
 		}
@@ -411,13 +462,13 @@ func judgeAccess(e *Env, out *Out, n devnode.ExpectedNode, st devnode.NodeState,
 	}
 	switch {
 	case !r.Combined.Known || !w.Combined.Known || !rw.Known:
-		reason := r.Combined.Reason
+		undecided := r.Combined
 		for _, d := range []cgroup.Decision{w.Combined, rw} {
-			if reason == "" {
-				reason = d.Reason
+			if undecided.Known || undecided.Reason == "" {
+				undecided = d
 			}
 		}
-		out.NotRun(CodeCgroupUnreadable, n.Path, fmt.Sprintf("%s (%s): access undecided", id, who), reason, ev...)
+		out.NotRun(CodeCgroupUnreadable, n.Path, fmt.Sprintf("%s (%s): access undecided", id, who), decisionWhy(e, undecided), ev...)
 	case rw.Allowed:
 		out.Add(CodeCgroupAllowed, report.Pass, n.Path, fmt.Sprintf("%s (%s): rw allowed%s", id, who, mknodNote(m.Combined)), ev...)
 	default:
@@ -465,6 +516,22 @@ func allowedList(r, w cgroup.Decision) string {
 	return "read and write separately"
 }
 
+// specInput is the --spec the drift check needs.
+const specInput = "--spec with the container's own config.json, as its runtime wrote it (runc: the bundle's; containerd: /run/containerd/io.containerd.runtime.v2.task/NAMESPACE/ID/config.json)"
+
+// errNoDeviceRules: a --spec without linux.resources.devices.
+var errNoDeviceRules = errors.New("no linux.resources.devices")
+
+// specWhy is why the --spec could not be used: not there or without
+// device rules (give the container's), unreadable, or not JSON.
+func specWhy(e *Env, err error) report.Why {
+	switch {
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, errNoDeviceRules):
+		return report.Input(err.Error(), specInput)
+	}
+	return e.errWhy(err.Error(), err, e.Opts.Spec, "")
+}
+
 // readSpec reads the --spec config.json (redacted in a snapshot) and
 // wants device rules in it.
 func readSpec(root *hostfs.Root, p string) (*specs.Spec, error) {
@@ -473,7 +540,7 @@ func readSpec(root *hostfs.Root, p string) (*specs.Spec, error) {
 		return nil, err
 	}
 	if s.Linux == nil || s.Linux.Resources == nil {
-		return nil, fmt.Errorf("%s: no linux.resources.devices", p)
+		return nil, fmt.Errorf("%s: %w", p, errNoDeviceRules)
 	}
 	return s, nil
 }
@@ -484,18 +551,18 @@ func checkCgroupDrift(e *Env, out *Out) {
 	}
 	s, err := readSpec(e.Root, e.Opts.Spec)
 	if err != nil {
-		out.NotRun(CodeCgroupSpecUnusable, "host", "drift not checked", err.Error())
+		out.NotRun(CodeCgroupSpecUnusable, "host", "drift not checked", specWhy(e, err))
 		return
 	}
 	p, err := e.CgroupPolicy()
 	if err != nil {
-		out.NotRun(CodeCgroupUnreadable, "host", "drift not checked", "cgroup policy not located: "+policyReason(e, err))
+		out.NotRun(CodeCgroupUnreadable, "host", "drift not checked", policyWhy(e, err, "cgroup policy not located: "))
 		return
 	}
 	devs := driftDevices(e, s)
 	dr, err := p.Drift(s.Linux.Resources.Devices, devs)
 	if err != nil {
-		out.NotRun(CodeCgroupSpecUnusable, "host", "drift not checked", err.Error())
+		out.NotRun(CodeCgroupSpecUnusable, "host", "drift not checked", report.Unusable(err.Error(), e.Opts.Spec).With("Its linux.resources.devices must be rules runc takes (type a, b or c; major and minor numbers or *; access of r, w, m)."))
 		return
 	}
 	// One finding per device: the accesses that drifted, with the spec's
@@ -525,7 +592,7 @@ func checkCgroupDrift(e *Env, out *Out) {
 	}
 	for _, d := range dr.Undecided {
 		id := fmt.Sprintf("%c %d:%d", d.Device.Type, d.Device.Major, d.Device.Minor)
-		out.NotRun(CodeCgroupUnreadable, id, fmt.Sprintf("%s %s: drift undecided", id, d.Access), d.Kernel.Reason)
+		out.NotRun(CodeCgroupUnreadable, id, fmt.Sprintf("%s %s: drift undecided", id, d.Access), decisionWhy(e, d.Kernel))
 	}
 	if len(dr.Differ) == 0 && len(dr.Undecided) == 0 {
 		out.Add(CodeCgroupNoDrift, report.Pass, "host",

@@ -1,6 +1,7 @@
 package diagnose
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -256,10 +257,13 @@ func checkContainerFound(e *Env, out *Out) {
 	}
 	out.Add(CodeContainerFound, report.Pass, c.Ref(), fmt.Sprintf("container %s (%s, pid %d, %s)", c.Ref(), orElse(string(c.Runtime), "unknown runtime"), c.PID, c.Status), ev...)
 	if c.Spec == nil {
-		out.NotRun(CodeContainerSpecUnusable, c.Ref(), "its OCI spec could not be read", "config.json unreadable: "+errorsText(c.Errors), Ev(c.ConfigPath, "unreadable"))
+		out.NotRun(CodeContainerSpecUnusable, c.Ref(), "its OCI spec could not be read",
+			e.errWhy("config.json unreadable: "+errorsText(c.Errors), errors.Join(c.Errors...), c.ConfigPath, ""), Ev(c.ConfigPath, "unreadable"))
 	}
 	if !c.Alive() {
-		out.NotRun(CodeContainerNotRunning, c.Ref(), "no running process to look at", fmt.Sprintf("the container is %s: %s", c.Status, c.StatusReason))
+		out.NotRun(CodeContainerNotRunning, c.Ref(), "no running process to look at",
+			report.Explain(fmt.Sprintf("the container is %s: %s", c.Status, c.StatusReason),
+				"Start the container, or name one that runs (`crictl ps`, `docker ps`, `kubectl get pod -o wide`), and run again: only a running process shows what the runtime applied."))
 	}
 }
 
@@ -320,7 +324,7 @@ func checkContainerDriver(e *Env, out *Out) {
 			continue // block devices are not accelerators; the kernel's block layer serves them
 		case err != nil && len(pd.Char) == 0:
 			out.NotRun(CodeContainerDriverUnknown, n.path, n.path+": driver for major "+fmt.Sprint(n.major)+" not known",
-				"/proc/devices: "+e.withGap(err), src)
+				e.errWhy("/proc/devices: "+e.withGap(err), err, devnode.ProcDevicesPath, ""), src)
 		case pd.CharRegistered(n.major):
 			out.Add(CodeContainerNodeDriver, report.Pass, n.path, fmt.Sprintf("%s %s: major %d is %s's on the host", n.path, id, n.major, strings.Join(pd.CharNames(n.major), ", ")),
 				src, Ev(devnode.ProcDevicesPath, fmt.Sprintf("char major %d: %s", n.major, strings.Join(pd.CharNames(n.major), ", "))))

@@ -46,7 +46,7 @@ func checkContainerApplied(e *Env, out *Out) {
 	}
 	a := e.ContainerApplied()
 	if !a.Process.OK() {
-		unknownApplied(out, c.Ref(), "the container's process", a.Process)
+		unknownApplied(e, out, c.Ref(), "the container's process", a.Process)
 		return
 	}
 	want := e.containerWant()
@@ -67,9 +67,9 @@ func checkContainerApplied(e *Env, out *Out) {
 	for _, ch := range checks {
 		switch ch.Kind {
 		case "node":
-			judgeAppliedNode(a, out, ch)
+			judgeAppliedNode(e, a, out, ch)
 		case "mount":
-			judgeAppliedMount(out, ch)
+			judgeAppliedMount(e, out, ch)
 		case "env":
 			if notStarted {
 				continue // said once below
@@ -78,11 +78,13 @@ func checkContainerApplied(e *Env, out *Out) {
 				envOK = append(envOK, ch.Subject)
 				continue
 			}
-			judgeAppliedEnv(out, ch)
+			judgeAppliedEnv(e, out, ch)
 		}
 	}
 	if notStarted && len(want.Env) > 0 {
-		out.NotRun(CodeContainerNotStarted, c.Ref(), "the environment not judged", "the container's init is still the runtime's ("+a.Status.Name+", status "+string(c.Status)+"): the spec's environment is set only when it execs the workload",
+		out.NotRun(CodeContainerNotStarted, c.Ref(), "the environment not judged",
+			report.Explain("the container's init is still the runtime's ("+a.Status.Name+", status "+string(c.Status)+"): the spec's environment is set only when it execs the workload",
+				"Run accel-doctor again once the container runs its workload (`crictl ps` shows it Running)."),
 			Ev(a.StatusRead.Path, "Name: "+a.Status.Name))
 	}
 	if len(envOK) > 0 {
@@ -143,9 +145,31 @@ func pinsMemory(nodes []containerNode) bool {
 	return false
 }
 
+// capPtrace is what reading another user's /proc/PID/environ, root and
+// mountinfo takes instead of root (ptrace read access:
+// fs/proc/base.c proc_mem_open, proc_root_link).
+const capPtrace = "CAP_SYS_PTRACE"
+
+// procWhy is why a read of the container's process failed, by its read
+// state: gone (run again), not captured, malformed, refused.
+func procWhy(e *Env, r runtime.ProcRead) report.Why {
+	switch r.State {
+	case runtime.ReadGone:
+		return report.Again(r.String()).With("The process exited while it was read: run again while the container runs.")
+	case runtime.ReadNotCaptured:
+		return e.missing(r.String(), r.Path)
+	case runtime.ReadMalformed:
+		return report.Unusable(r.String(), r.Path)
+	}
+	if r.Err == nil {
+		return report.Unusable(r.String(), r.Path)
+	}
+	return e.errWhy(r.String(), r.Err, r.Path, capPtrace)
+}
+
 // unknownApplied is the NOT_RUN for a part of the process that could not
 // be read, with the code its read state calls for.
-func unknownApplied(out *Out, subject, what string, r runtime.ProcRead) {
+func unknownApplied(e *Env, out *Out, subject, what string, r runtime.ProcRead) {
 	code := codeProcUnread
 	switch r.State {
 	case runtime.ReadGone:
@@ -155,7 +179,7 @@ func unknownApplied(out *Out, subject, what string, r runtime.ProcRead) {
 	case runtime.ReadMalformed:
 		code = codeProcMalformed
 	}
-	out.NotRun(code, subject, what+" not judged", r.String(), Ev(r.Path, r.State.String()))
+	out.NotRun(code, subject, what+" not judged", procWhy(e, r), Ev(r.Path, r.State.String()))
 }
 
 func appliedEvidence(ch runtime.AppliedCheck) []report.Evidence {
@@ -171,11 +195,11 @@ func appliedEvidence(ch runtime.AppliedCheck) []report.Evidence {
 
 // judgeAppliedNode: the node is there, openable by mode, on a mount that
 // allows devices, with the expected numbers; else which of these fails.
-func judgeAppliedNode(a *runtime.Applied, out *Out, ch runtime.AppliedCheck) {
+func judgeAppliedNode(e *Env, a *runtime.Applied, out *Out, ch runtime.AppliedCheck) {
 	ev := appliedEvidence(ch)
 	switch ch.Outcome {
 	case runtime.CheckUnknown:
-		unknownApplied(out, ch.Subject, ch.Subject, runtime.ProcRead{Path: ch.Subject, State: ch.State})
+		unknownApplied(e, out, ch.Subject, ch.Subject, checkRead(ch))
 		return
 	case runtime.CheckMissing:
 		out.Add(codeNodeMissing, report.Fail, ch.Subject, ch.Subject+": asked for, not in the container: open gives ENOENT", ev...)
@@ -201,6 +225,15 @@ func judgeAppliedNode(a *runtime.Applied, out *Out, ch runtime.AppliedCheck) {
 	}
 }
 
+// checkRead is the read that left a check unknown, with its host path
+// and error.
+func checkRead(ch runtime.AppliedCheck) runtime.ProcRead {
+	if ch.Read.State == ch.State && ch.Read.Path != "" {
+		return ch.Read
+	}
+	return runtime.ProcRead{Path: ch.Subject, State: ch.State}
+}
+
 // numbersDiffer: a difference of type or major:minor (open reaches another
 // device or none), not only of mode or owner.
 func numbersDiffer(ch runtime.AppliedCheck) bool {
@@ -212,11 +245,11 @@ func numbersDiffer(ch runtime.AppliedCheck) bool {
 	return false
 }
 
-func judgeAppliedMount(out *Out, ch runtime.AppliedCheck) {
+func judgeAppliedMount(e *Env, out *Out, ch runtime.AppliedCheck) {
 	ev := appliedEvidence(ch)
 	switch ch.Outcome {
 	case runtime.CheckUnknown:
-		unknownApplied(out, ch.Subject, ch.Subject, runtime.ProcRead{Path: ch.Subject, State: ch.State})
+		unknownApplied(e, out, ch.Subject, ch.Subject, checkRead(ch))
 	case runtime.CheckMissing:
 		out.Add(codeMountMissing, report.Fail, ch.Subject, ch.Subject+": the bind mount asked for is not in the container", ev...)
 	case runtime.CheckDifferent:
@@ -230,10 +263,10 @@ func judgeAppliedMount(out *Out, ch runtime.AppliedCheck) {
 	}
 }
 
-func judgeAppliedEnv(out *Out, ch runtime.AppliedCheck) {
+func judgeAppliedEnv(e *Env, out *Out, ch runtime.AppliedCheck) {
 	switch ch.Outcome {
 	case runtime.CheckUnknown:
-		unknownApplied(out, ch.Subject, "environment variable "+ch.Subject, runtime.ProcRead{Path: ch.Subject, State: ch.State})
+		unknownApplied(e, out, ch.Subject, "environment variable "+ch.Subject, checkRead(ch))
 	case runtime.CheckMissing:
 		out.Add(codeEnvMissing, report.Fail, ch.Subject, "environment variable "+ch.Subject+" asked for, not set in the process", appliedEvidence(ch)...)
 	}

@@ -36,28 +36,63 @@ func cdiCodeNames() []string {
 	return out
 }
 
-// CDIFinding is the finding a checkpoint-2 fact is: its kind's code and
-// status, its evidence, the code's fix; a NOT_RUN's reason is what it says.
-func CDIFinding(f cdi.Fact) report.Finding {
+// CDIFinding is the finding a checkpoint-2 fact is (read through root):
+// its kind's code and status, its evidence, the code's fix; a NOT_RUN's
+// reason is what it says, and its fix what its kind and error call for.
+func CDIFinding(root *hostfs.Root, f cdi.Fact) report.Finding {
 	prefix, _, _ := strings.Cut(string(f.Kind), ".")
 	c, ok := cdi.CodeOf(f.Kind)
 	if !ok {
 		// A kind without a code is a bug of ours: say so rather than drop it.
-		return report.Finding{Check: "cdi." + prefix, Code: CodeCheckCrashed, Layer: report.LayerRuntime, Status: report.NotRun,
-			Subject: f.Subject, Summary: f.Summary, Reason: "internal: fact kind " + string(f.Kind) + " has no finding code"}
+		out := report.Finding{Check: "cdi." + prefix, Code: CodeCheckCrashed, Layer: report.LayerRuntime, Subject: f.Subject, Summary: f.Summary}
+		out.CouldNotLook(report.Bug("internal: fact kind " + string(f.Kind) + " has no finding code"))
+		return out
 	}
 	out := report.Finding{Check: "cdi." + prefix, Code: c.Code, Layer: report.LayerRuntime, Status: report.Status(c.Status),
 		Subject: f.Subject, Summary: f.Summary}
 	for _, e := range f.Evidence {
 		out.Evidence = append(out.Evidence, report.Evidence{Path: e.Path, Value: e.Value})
 	}
-	if out.Status != report.Pass {
+	switch out.Status {
+	case report.Warn, report.Fail:
 		out.Remediation = c.Remediation
-	}
-	if out.Status == report.NotRun {
-		out.Reason = f.Summary
+	case report.NotRun:
+		out.CouldNotLook(cdiWhy(&Env{Root: root}, f))
 	}
 	return out
+}
+
+// cdiWhy is why a checkpoint-2 fact could not be judged: its error (a
+// path the capture lacks, a permission, a read that failed), or what its
+// kind says no file on the host tells.
+func cdiWhy(e *Env, f cdi.Fact) report.Why {
+	p := f.Subject
+	for _, ev := range f.Evidence {
+		if strings.HasPrefix(ev.Path, "/") {
+			p = ev.Path
+			break
+		}
+	}
+	switch f.Kind {
+	case cdi.KindSpecNone:
+		return report.Explain(f.Summary, "Nothing to do where devices reach containers through a device plugin's DeviceSpecs or the legacy NVIDIA runtime. Where CDI is meant, the spec was never written or was lost with /var/run/cdi at a reboot: have its writer write it again (NVIDIA: `nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml`; the GPU operator and DRA drivers write theirs when they start).")
+	case cdi.KindRuntimeNone:
+		return report.Explain(f.Summary, "accel-doctor looks for the runtime's binary only in the directories named: find the node's runtime (`crictl info`, `systemctl status containerd crio docker`) and read its release by hand (`containerd --version`, `crio version`).")
+	case cdi.KindRuntimeUnknown, cdi.KindVersionUnknown:
+		if f.Err != nil {
+			break
+		}
+		return report.Explain(f.Summary, "Read the runtime's release by hand (`containerd --version`, `crio version`, `rpm -q containerd.io cri-o`): `accel-doctor explain CDI_VERSION_UNSUPPORTED` lists the first releases that load each cdiVersion.")
+	case cdi.KindCDIConfigUnknown:
+		if f.Err != nil {
+			break
+		}
+		return report.Explain(f.Summary, "Read the effective setting by hand: `containerd config dump | grep -i enable_cdi`, `crictl info | grep -i cdi`; setting it explicitly in the configuration makes it known.")
+	}
+	if f.Err == nil {
+		return report.Unusable(f.Summary, p).FromCapture(e.snapshot())
+	}
+	return e.errWhy(f.Summary, f.Err, p, "")
 }
 
 // cdiRuntime is the runtime name internal/cdi judges compatibility
@@ -92,9 +127,9 @@ func checkContainerInject(e *Env, out *Out) {
 		return // CONTAINER_SPEC_UNREADABLE says so
 	}
 	for _, f := range e.ContainerCDI().Facts {
-		fd := CDIFinding(f)
+		fd := CDIFinding(e.Root, f)
 		got := out.Add(fd.Code, fd.Status, fd.Subject, fd.Summary, fd.Evidence...)
-		got.Reason = fd.Reason
+		got.Reason, got.Remediation = fd.Reason, fd.Remediation
 	}
 }
 

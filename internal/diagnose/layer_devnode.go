@@ -204,16 +204,23 @@ func (e *Env) NodeState(p string) devnode.NodeState {
 
 // nodeSkipped says why a node is not checked: every device needing it
 // failed a lower layer.
-func (e *Env) nodeSkipped(n devnode.ExpectedNode) (string, bool) {
+func (e *Env) nodeSkipped(n devnode.ExpectedNode) (report.Why, bool) {
 	var why []string
-	for _, s := range n.Subjects {
+	var first report.Finding
+	for i, s := range n.Subjects {
 		f, failed := e.FailedBelow(s, report.LayerDevNode)
 		if !failed {
-			return "", false
+			return report.Why{}, false
+		}
+		if i == 0 {
+			first = f
 		}
 		why = append(why, fmt.Sprintf("%s failed layer %d: %s (%s)", s, int(f.Layer), f.Code, f.Summary))
 	}
-	return strings.Join(why, "; "), len(why) > 0
+	if len(why) == 0 {
+		return report.Why{}, false
+	}
+	return report.AfterFix(strings.Join(why, "; "), first), true
 }
 
 func needEv(n devnode.ExpectedNode) report.Evidence {
@@ -255,7 +262,7 @@ func checkDevnodePresent(e *Env, out *Out) {
 	if len(x.Nodes) == 0 && len(e.Accelerators()) == 0 {
 		return // no accelerator, no node: nothing needs /proc/devices
 	}
-	mv := procDevicesView(x, out)
+	mv := e.procDevicesView(x, out)
 	unregistered := e.unregisteredMajors(x, mv)
 	for _, n := range x.Nodes {
 		if len(n.Subjects) == 1 {
@@ -268,7 +275,7 @@ func checkDevnodePresent(e *Env, out *Out) {
 
 // procDevicesView reports a /proc/devices that could not be read
 // (NOT_RUN) or only in part (WARN naming the lines).
-func procDevicesView(x *devnode.Expectation, out *Out) majorView {
+func (e *Env) procDevicesView(x *devnode.Expectation, out *Out) majorView {
 	err := x.ProcDevicesErr
 	switch {
 	case err == nil:
@@ -279,7 +286,13 @@ func procDevicesView(x *devnode.Expectation, out *Out) majorView {
 		return majorView{known: true, pd: x.ProcDevices}
 	}
 	why := devnode.ProcDevicesProblem(err)
-	out.NotRun(CodeDevnodeMajorsUnknown, "host", "driver majors unknown: /proc/devices unreadable", why, Ev(devnode.ProcDevicesPath, why))
+	w := e.errWhy(why, err, devnode.ProcDevicesPath, "")
+	if errors.Is(err, fs.ErrNotExist) && !e.Root.IsLive() {
+		// Every Linux host has one: under another root, the capture
+		// (or the pod's mount of /proc) lacks it.
+		w = e.missing(why, devnode.ProcDevicesPath)
+	}
+	out.NotRun(CodeDevnodeMajorsUnknown, "host", "driver majors unknown: /proc/devices unreadable", w, Ev(devnode.ProcDevicesPath, why))
 	return majorView{}
 }
 
@@ -327,12 +340,12 @@ func (e *Env) checkNode(out *Out, n devnode.ExpectedNode, mv majorView, unregist
 	expect := expectEv(n)
 	s := e.NodeState(n.Path)
 	if s.Err != nil {
-		out.NotRun(CodeDevnodeUnknown, n.Path, "could not stat "+n.Path, s.Err.Error(), needEv(n), expect)
+		out.NotRun(CodeDevnodeUnknown, n.Path, "could not stat "+n.Path, e.errWhy(s.Err.Error(), s.Err, n.Path, ""), needEv(n), expect)
 		return
 	}
 	if !s.Exists {
 		if gap, ok := captureGap(e.Root, n.Path); ok {
-			out.NotRun(CodeDevnodeUnknown, n.Path, "not checked: "+gap, gap+": whether "+n.Path+" exists is not known",
+			out.NotRun(CodeDevnodeUnknown, n.Path, "not checked: "+gap, e.missing(gap+": whether "+n.Path+" exists is not known", n.Path),
 				Ev(n.Path, "not in the capture"), needEv(n), expect)
 			return
 		}
@@ -381,7 +394,7 @@ func (e *Env) checkCharNode(out *Out, n devnode.ExpectedNode, s devnode.NodeStat
 			e.unregisteredFinding(out, n, s.Node.Major, unregistered[s.Node.Major])
 		} else {
 			out.NotRun(CodeDevnodeMajorsUnknown, n.Path, fmt.Sprintf("registration of char major %d of %s not checked", s.Node.Major, n.Path),
-				"the major is not among the lines of /proc/devices that parse, and some lines do not", nodeEv(s), expect)
+				report.Unusable("the major is not among the lines of /proc/devices that parse, and some lines do not", devnode.ProcDevicesPath).FromCapture(e.snapshot()), nodeEv(s), expect)
 		}
 		bad = true
 	}
@@ -430,29 +443,39 @@ func (e *Env) checkDevicesWithoutNodes(out *Out, x *devnode.Expectation) {
 		if !x.Covered[bdf] {
 			if f, failed := e.FailedBelow(bdf, report.LayerDevNode); failed {
 				out.NotRun(CodeDevnodeSkipped, bdf, "device nodes not checked: a lower layer failed",
-					fmt.Sprintf("layer %d: %s (%s)", int(f.Layer), f.Code, f.Summary))
+					report.AfterFix(fmt.Sprintf("layer %d: %s (%s)", int(f.Layer), f.Code, f.Summary), f))
 				continue
 			}
 		}
 		var errs []string
+		var whys []report.Why
 		if b := e.Binding(d); b.State == driver.BindUnknown {
-			errs = append(errs, "which nodes it needs depends on its driver, which is not known: "+b.Why)
+			// What kept layer 2 from naming the driver keeps this one
+			// from naming its nodes: the same why.
+			text := "which nodes it needs depends on its driver, which is not known: " + b.Why
+			errs = append(errs, text)
+			whys = append(whys, e.bindingWhy(b, d.Path))
 		}
 		for _, de := range x.Errors {
 			if de.Address == bdf {
 				errs = append(errs, e.withGap(de.Err))
+				whys = append(whys, e.errWhy(e.withGap(de.Err), de.Err, "", ""))
 			}
 		}
 		switch {
 		case len(errs) > 0:
-			out.NotRun(CodeDevnodeUnknown, bdf, "some device nodes of this device could not be determined", strings.Join(errs, "; "))
+			why := whys[0]
+			why.Reason = strings.Join(errs, "; ")
+			out.NotRun(CodeDevnodeUnknown, bdf, "some device nodes of this device could not be determined", why)
 		case !x.Covered[bdf]:
 			drv := e.Binding(d).Driver
 			why := "no DRM, accel, video4linux, KFD or VFIO node is registered for it under " + d.Path + " or /sys/class, and it is not an NVIDIA GPU"
+			fix := "A device its kernel driver serves alone (a NIC, a driver without a node) needs nothing here; for one used through a node, the vendor's documentation names it, and `accel-doctor sandbox --default allow --device NODE` tells whether it opens."
 			if !e.Root.IsLive() {
 				why += " (a capture may not have kept them)"
+				fix += " A capture may not have kept the node's class links: take it again on the host with `accel-doctor snapshot node.tar.gz`."
 			}
-			out.NotRun(CodeDevnodeNoneExpected, bdf, "no device node known for driver "+orUnknown(drv), why,
+			out.NotRun(CodeDevnodeNoneExpected, bdf, "no device node known for driver "+orUnknown(drv), report.Explain(why, fix),
 				Ev(d.Path, "driver "+orUnknown(drv)))
 		}
 	}
@@ -541,9 +564,9 @@ func checkDevnodeCharLink(e *Env, out *Out) {
 		switch {
 		case cl.Err != nil:
 			// Could not look; say so rather than guess.
-			out.NotRun(CodeDevnodeUnknown, n.Path, "could not read "+cl.Path, cl.Err.Error(), Ev(cl.Path, cl.Err.Error()))
+			out.NotRun(CodeDevnodeUnknown, n.Path, "could not read "+cl.Path, e.errWhy(cl.Err.Error(), cl.Err, cl.Path, ""), Ev(cl.Path, cl.Err.Error()))
 		case notCaptured:
-			out.NotRun(CodeDevnodeUnknown, n.Path, "/dev/char link of "+n.Path+" not checked: "+gap, gap, Ev(cl.Path, "not in the capture"))
+			out.NotRun(CodeDevnodeUnknown, n.Path, "/dev/char link of "+n.Path+" not checked: "+gap, e.missing(gap, cl.Path), Ev(cl.Path, "not in the capture"))
 		case !cl.Present:
 			out.Add(CodeDevnodeNoCharLink, report.Warn, n.Path,
 				fmt.Sprintf("%s has no %s link: systemd drops DeviceAllow for it after a daemon-reload (%s)", n.Path, cl.Path, whoNeeds(n)),

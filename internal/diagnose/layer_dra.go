@@ -61,18 +61,18 @@ func (e *Env) DRA() (*dra.Node, error) {
 func checkDRA(e *Env, out *Out) {
 	n, err := e.DRA()
 	if err != nil {
-		out.NotRun("DRA_STATE_NOT_READ", "dra", "the node's DRA side could not be read", err.Error())
+		out.NotRun("DRA_STATE_NOT_READ", "dra", "the node's DRA side could not be read", kubeletReadWhy(err))
 		return
 	}
 	// No registry, no plugins directory and no state that could be read:
 	// no DRA on this node, or a capture without the kubelet's directory:
 	// nothing to add to what the kubelet check says of the node.
-	looked := func(s kubelet.State) bool { return s == kubelet.Present || s == kubelet.Unreadable }
+	looked := func(s kubelet.State) bool { return s == kubelet.Present || s.CouldNotRead() }
 	if !looked(n.RegistryState) && !looked(n.PluginsState) && !looked(n.StateState) {
 		return
 	}
 	for _, r := range n.Registrations {
-		judgeDRARegistration(out, r)
+		judgeDRARegistration(out, r, n.Replayed)
 	}
 	for _, d := range n.DriverDirs {
 		if d.NotRegistered() {
@@ -81,7 +81,7 @@ func checkDRA(e *Env, out *Out) {
 				Ev(d.Path, "serving"), Ev(n.RegistryDir, fmt.Sprintf("%d registration(s)", len(n.Registrations))))
 		}
 	}
-	judgeDRAState(out, n)
+	e.judgeDRAState(out, n)
 	for _, d := range n.UnregisteredClaimDrivers() {
 		out.Add("DRA_CLAIM_DRIVER_NOT_REGISTERED", report.Warn, d,
 			"prepared claims of driver "+d+" are in the kubelet's state, and the driver is not registered",
@@ -117,7 +117,7 @@ func checkDRA(e *Env, out *Out) {
 			// A spec directory could not be read: the device may be
 			// declared there. Not looked at is NOT_RUN, never silence.
 			out.NotRun("DRA_CLAIM_CDI_NOT_CHECKED", c.Claim,
-				"whether claim "+c.Claim+"'s CDI device "+c.ID+" resolves is not known", c.UnsureWhy,
+				"whether claim "+c.Claim+"'s CDI device "+c.ID+" resolves is not known", e.errWhy(c.UnsureWhy, c.UnsureErr, "", ""),
 				Ev(n.StatePath, "claim "+c.ClaimUID+" device "+c.Device))
 		}
 	}
@@ -127,9 +127,9 @@ func checkDRA(e *Env, out *Out) {
 			Ev(kubelet.DevicePluginDir(n.KubeletDir)+"/"+kubelet.CheckpointName, d.Resource+": "+d.DeviceID), Ev(d.Spec, d.CDIDevice+" ("+d.DriverBy+")"), Ev("match", d.Evidence))
 	}
 	if n.DoubleNotRun != "" && len(n.Drivers()) > 0 {
-		out.NotRun("DRA_DOUBLE_NOT_CHECKED", "dra", "whether a device plugin and a DRA driver advertise the same devices is not known", n.DoubleNotRun)
+		out.NotRun("DRA_DOUBLE_NOT_CHECKED", "dra", "whether a device plugin and a DRA driver advertise the same devices is not known", e.errWhy(n.DoubleNotRun, n.DoubleErr, "", ""))
 	}
-	judgeDRARuntime(out, n.RuntimeCDI)
+	e.judgeDRARuntime(out, n.RuntimeCDI)
 }
 
 // judgeDRARuntime judges each CRI runtime against each DRA driver. Which
@@ -137,13 +137,17 @@ func checkDRA(e *Env, out *Out) {
 // read, so a runtime that cannot serve the driver is a FAIL only when no
 // other CRI runtime on the node can or might: then whichever the kubelet
 // uses, the claims' devices do not reach their containers.
-func judgeDRARuntime(out *Out, rc *dra.RuntimeCDI) {
+func (e *Env) judgeDRARuntime(out *Out, rc *dra.RuntimeCDI) {
 	if rc == nil {
 		return // no DRA driver on the node
 	}
 	if rc.NotFound != "" {
+		fix := "Find the node's CRI runtime (`crictl info` names it and shows enableCDI) and read its CDI setting by hand (`containerd config dump | grep -i cdi`, `crio config | grep -i cdi`): accel-doctor looks for its binary only in the directories named."
+		if !e.Root.IsLive() {
+			fix += " On a capture, take it again on the host (`accel-doctor snapshot node.tar.gz`): it keeps what the runtimes' binaries say of their CDI library."
+		}
 		out.NotRun("DRA_RUNTIME_CDI_NOT_CHECKED", strings.Join(rc.Drivers, ", "),
-			"whether the container runtime resolves the CDI devices of DRA driver(s) "+strings.Join(rc.Drivers, ", ")+" is not known", rc.NotFound)
+			"whether the container runtime resolves the CDI devices of DRA driver(s) "+strings.Join(rc.Drivers, ", ")+" is not known", report.Explain(rc.NotFound, fix))
 		return
 	}
 	for _, drv := range rc.Drivers {
@@ -174,10 +178,27 @@ func judgeDRARuntime(out *Out, rc *dra.RuntimeCDI) {
 			case dra.TooOld:
 				out.Add("DRA_RUNTIME_CDI_TOO_OLD", st, subj, a.Why+": the runtime skips that spec and the claims' devices do not resolve"+otherRuntimes(st), ev...)
 			default:
-				out.NotRun("DRA_RUNTIME_CDI_NOT_CHECKED", subj, "whether "+rt.Name+" resolves the CDI devices of DRA driver "+drv+" is not known", a.Why, ev...)
+				out.NotRun("DRA_RUNTIME_CDI_NOT_CHECKED", subj, "whether "+rt.Name+" resolves the CDI devices of DRA driver "+drv+" is not known", e.servingWhy(a, rt.Name), ev...)
 			}
 		}
 	}
+}
+
+// servingWhy is why a runtime's serving of a driver is not known
+// (dra.Unsure): a configuration or spec directory that could not be
+// read, or a fact no file on the node gives.
+func (e *Env) servingWhy(a dra.Serving, runtimeName string) report.Why {
+	switch a.Unsure {
+	case dra.UnsureConfig, dra.UnsureSpecs:
+		if a.Err != nil {
+			return e.errWhy(a.Why, a.Err, "", "")
+		}
+	case dra.UnsureDefault:
+		return report.Explain(a.Why, "Read the runtime's effective configuration by hand (`containerd config dump | grep -i enable_cdi`, `crictl info | grep -i cdi`), or set enable_cdi explicitly in its configuration.")
+	case dra.UnsureLibrary, dra.UnsureNewer:
+		return report.Explain(a.Why, "Find "+runtimeName+"'s release (`containerd --version`, `crio version`, `dockerd --version`) and the first releases that load the spec's cdiVersion (`accel-doctor explain CDI_VERSION_UNSUPPORTED`).")
+	}
+	return report.Unusable(a.Why, "")
 }
 
 func otherRuntimes(st report.Status) string {
@@ -187,8 +208,8 @@ func otherRuntimes(st report.Status) string {
 	return " (if the kubelet uses this runtime: another CRI runtime on the node can or may serve it)"
 }
 
-func judgeDRARegistration(out *Out, r *dra.Registration) {
-	ev := []report.Evidence{Ev(r.Path, r.Type), Ev(r.Dial.Method, dialWhy(r.Dial))}
+func judgeDRARegistration(out *Out, r *dra.Registration, replayed bool) {
+	ev := []report.Evidence{Ev(r.Path, r.Type), Ev(r.Dial.Method, dialText(r.Dial))}
 	if r.OlderThanKubelet {
 		// No fault by itself (the plugin watcher registers the sockets it
 		// finds at start); beside a dead one it dates the driver's death
@@ -204,7 +225,7 @@ func judgeDRARegistration(out *Out, r *dra.Registration) {
 		out.Add("DRA_REGISTRATION_DEAD", report.Fail, name, "no driver listens on registration socket "+r.Name+" (connection refused)", ev...)
 		return
 	case couldNotLook(a):
-		out.NotRun("DRA_REGISTRATION_NOT_ANSWERING", name, "registration socket "+r.Name+" could not be tried", dialWhy(r.Dial), ev...)
+		out.NotRun("DRA_REGISTRATION_NOT_ANSWERING", name, "registration socket "+r.Name+" could not be tried", dialWhy(r.Dial, replayed), ev...)
 		return
 	case a == kubelet.NotSocket:
 		return // not a socket: the kubelet's plugin watcher skips it too
@@ -215,7 +236,7 @@ func judgeDRARegistration(out *Out, r *dra.Registration) {
 		// A gRPC server answered with an error status: the kubelet's
 		// plugin watcher gets no PluginInfo and cannot register it.
 		out.Add("DRA_REGISTRATION_NOT_ANSWERING", report.Fail, name, "registration socket "+r.Name+" answers GetInfo with an error ("+r.Dial.Code+"): "+r.Dial.Err,
-			append(ev, Ev(r.Dial.Method, dialWhy(r.Dial)))...)
+			append(ev, Ev(r.Dial.Method, dialText(r.Dial)))...)
 		return
 	}
 	if r.Info.Type != dra.TypeDRA {
@@ -234,13 +255,13 @@ func judgeDRARegistration(out *Out, r *dra.Registration) {
 	}
 	if r.Endpoint != nil && r.Endpoint.Dial.Answer == kubelet.NoAccess {
 		out.NotRun("DRA_ENDPOINT_MISSING", name, "whether driver "+name+"'s endpoint "+r.Endpoint.Path+" accepts a connection is not known",
-			dialWhy(r.Endpoint.Dial), append(ev, Ev(r.Endpoint.Path, dialWhy(r.Endpoint.Dial)))...)
+			dialWhy(r.Endpoint.Dial, replayed), append(ev, Ev(r.Endpoint.Path, dialText(r.Endpoint.Dial)))...)
 		return
 	}
 	if r.Endpoint != nil && r.Endpoint.Dial.Answer != dra.Connected {
 		out.Add("DRA_ENDPOINT_MISSING", report.Fail, name,
 			"driver "+name+"'s endpoint "+r.Endpoint.Path+" does not accept a connection ("+string(r.Endpoint.Dial.Answer)+")",
-			append(ev, Ev(r.Endpoint.Path, dialWhy(r.Endpoint.Dial)))...)
+			append(ev, Ev(r.Endpoint.Path, dialText(r.Endpoint.Dial)))...)
 		return
 	}
 	// A healthy registration says so: without it a driver the kubelet
@@ -254,7 +275,7 @@ func judgeDRARegistration(out *Out, r *dra.Registration) {
 
 func quoteType(t string) string { return "type \"" + t + "\"" }
 
-func judgeDRAState(out *Out, n *dra.Node) {
+func (e *Env) judgeDRAState(out *Out, n *dra.Node) {
 	switch n.StateState {
 	case kubelet.Absent:
 		return
@@ -263,15 +284,15 @@ func judgeDRAState(out *Out, n *dra.Node) {
 		if why == "" {
 			why = "the snapshot did not capture " + n.StatePath
 		}
-		out.NotRun("DRA_STATE_NOT_READ", "dra_manager_state", "the kubelet's DRA state was not captured", why, Ev(n.StatePath, string(n.StateState)))
+		out.NotRun("DRA_STATE_NOT_READ", "dra_manager_state", "the kubelet's DRA state was not captured", e.stateWhy(why, n.StateState, n.StatePath, n.Replayed), Ev(n.StatePath, string(n.StateState)))
 		return
-	case kubelet.Unreadable:
+	case kubelet.Unreadable, kubelet.Denied:
 		// Could not read it (permission, a FIFO, socket or directory
 		// where the file should be, a symlink loop, too large): the
 		// reader refuses what is not a regular file without opening it,
 		// so nothing is known of what the kubelet reads there.
 		if n.State == nil && !n.StateMalformed {
-			out.NotRun("DRA_STATE_NOT_READ", "dra_manager_state", "the kubelet's DRA state could not be read", n.StateErr, Ev(n.StatePath, string(n.StateState)))
+			out.NotRun("DRA_STATE_NOT_READ", "dra_manager_state", "the kubelet's DRA state could not be read", e.stateWhy(n.StateErr, n.StateState, n.StatePath, n.Replayed), Ev(n.StatePath, string(n.StateState)))
 			return
 		}
 		if n.State == nil {
@@ -321,7 +342,7 @@ func (e *Env) DRARegistrations() (drivers []string, known bool, why string) {
 	drivers = []string{}
 	for _, r := range n.Registrations {
 		if r.Dial.Answer.CouldNotLook() {
-			return nil, false, "registration socket " + r.Path + " could not be tried (" + dialWhy(r.Dial) + ")"
+			return nil, false, "registration socket " + r.Path + " could not be tried (" + dialText(r.Dial) + ")"
 		}
 		if r.Info != nil && r.Info.Type == dra.TypeDRA && !seen[r.Info.Name] && n.Registered(r.Info.Name) {
 			seen[r.Info.Name] = true

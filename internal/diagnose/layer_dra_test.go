@@ -3,6 +3,7 @@ package diagnose
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io/fs"
@@ -342,7 +343,7 @@ func TestDRARegistrationJudged(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			c.r.Path, c.r.Name, c.r.Type = "/var/lib/kubelet/plugins_registry/gpu.example.com-reg.sock", "gpu.example.com-reg.sock", "socket"
 			out := &Out{check: &Check{ID: "kube.dra", Layer: report.LayerKube}}
-			judgeDRARegistration(out, &c.r)
+			judgeDRARegistration(out, &c.r, false)
 			var got []string
 			for _, f := range out.findings {
 				got = append(got, f.Code+" "+string(f.Status))
@@ -547,7 +548,7 @@ func (c *barrierCaller) Call(_ context.Context, _ *hostfs.Root, calls []kubeletr
 		c.mu.Unlock()
 	case <-time.After(5 * time.Second):
 	}
-	return kubeletrpc.NotDialedReplies(calls, "a test's caller")
+	return kubeletrpc.NotDialedReplies(calls, errors.New("a test's caller"))
 }
 
 // On a node, layer 6's two readers make their calls on the kubelet's

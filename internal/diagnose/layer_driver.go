@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
 	"strings"
 
 	"github.com/accel-doctor/accel-doctor/internal/driver"
@@ -293,12 +294,12 @@ func checkDriverBound(e *Env, out *Out) {
 		ev := append(bindingEvidence(b), Ev(d.Path, fmt.Sprintf("vendor:device %s, class %s", d.IDString(), classString(d))))
 		switch {
 		case b.State == driver.BindUnknown:
-			out.NotRun(CodeDriverUnknown, bdf, "which driver is bound is not known", b.Why, ev...)
+			out.NotRun(CodeDriverUnknown, bdf, "which driver is bound is not known", e.bindingWhy(b, d.Path), ev...)
 		case b.State == driver.Unbound:
 			out.Add(CodeDriverNone, report.Fail, bdf, "no kernel driver is bound", ev...)
 		case b.Driver == "" && d.Vendor == vendorNVIDIA:
 			out.NotRun(CodeDriverUnknown, bdf, "a driver is bound, but not which one",
-				"only "+b.Via+" shows the binding; whether it is nvidia or nouveau cannot be told", ev...)
+				e.unnamedDriverWhy("only "+b.Via+" shows the binding; whether it is nvidia or nouveau cannot be told", bdf, d.Path), ev...)
 		case b.Driver == "nouveau" && d.Vendor == vendorNVIDIA:
 			out.Add(CodeDriverNouveau, report.Fail, bdf, "nouveau is bound to this NVIDIA GPU; CUDA needs the nvidia driver", ev...)
 		case isPassthroughDriver(b.Driver):
@@ -328,17 +329,50 @@ func checkDriverModule(e *Env, out *Out) {
 			continue // driver.bound has said it
 		case b.Driver == "":
 			out.NotRun(CodeDriverModuleUnknown, bdf, "module of the bound driver not checked",
-				"the driver's name is not known: only "+b.Via+" shows the binding", bindingEvidence(b)...)
+				e.unnamedDriverWhy("the driver's name is not known: only "+b.Via+" shows the binding", bdf, d.Path), bindingEvidence(b)...)
 			continue
 		}
 		m, err := e.DriverModule(b.Driver)
 		if !m.Present {
 			out.NotRun(CodeDriverModuleUnknown, bdf, fmt.Sprintf("module of driver %s not found", b.Driver),
-				moduleMissing(e, m, err), Ev("/sys/module/"+m.Name, "absent"))
+				moduleMissingWhy(e, m, err), Ev("/sys/module/"+m.Name, "absent"))
 			continue
 		}
-		judgeModule(out, bdf, b.Driver, m, err)
+		judgeModule(e, out, bdf, b.Driver, m, err)
 	}
+}
+
+// bindingWhy is why no source told which driver is bound: a capture
+// without the driver links, a link that cannot be followed.
+func (e *Env) bindingWhy(b driver.Binding, dev string) report.Why {
+	if b.Err == nil {
+		return report.Unusable(b.Why, dev).FromCapture(e.snapshot())
+	}
+	return e.errWhy(b.Why, b.Err, b.Source, "")
+}
+
+// unnamedDriverWhy is why a bound driver has no name: only a source
+// other than the driver link shows the binding (a capture without the
+// links, a sysfs that is not the host's).
+func (e *Env) unnamedDriverWhy(reason, bdf, dev string) report.Why {
+	if !e.Root.IsLive() {
+		return report.Capture(reason+" (the capture holds no driver link)", path.Join(dev, "driver"))
+	}
+	return report.Explain(reason, "Read the bound driver on the host: `lspci -k -s "+bdf+"` (or `ls -l "+dev+"/driver`).")
+}
+
+// moduleMissingWhy is moduleMissing's why: what the capture or the pod
+// lacks, a read error, or a sysfs that is not the host's.
+func moduleMissingWhy(e *Env, m driver.Module, err error) report.Why {
+	reason := moduleMissing(e, m, err)
+	p := "/sys/module/" + m.Name
+	if _, ok := captureGap(e.Root, p); ok {
+		return e.missing(reason, p)
+	}
+	if err != nil && m.Missing == "" {
+		return e.errWhy(reason, err, "", "")
+	}
+	return report.Explain(reason, "Run accel-doctor with the host's own /sys and /proc (on the host, or in a pod with the host's / at --root): a bound driver's module is in /sys/module or /proc/modules of the kernel that runs it.")
 }
 
 // moduleMissing says why a module was not found, and whether the root
@@ -359,7 +393,7 @@ func moduleMissing(e *Env, m driver.Module, err error) string {
 	return why
 }
 
-func judgeModule(out *Out, bdf, drv string, m driver.Module, err error) {
+func judgeModule(e *Env, out *Out, bdf, drv string, m driver.Module, err error) {
 	dir := m.Source
 	ev := []report.Evidence{}
 	if m.Source == driver.ProcModulesPath {
@@ -384,7 +418,7 @@ func judgeModule(out *Out, bdf, drv string, m driver.Module, err error) {
 		out.Add(CodeDriverModuleNotLive, report.Warn, bdf, fmt.Sprintf("module %s is %q, not live", m.Name, *m.InitState), ev...)
 	case m.InitState == nil:
 		out.NotRun(CodeDriverModuleUnknown, bdf, fmt.Sprintf("state of module %s unknown", m.Name),
-			"its initstate could not be read: "+fmt.Sprint(err), ev...)
+			e.errWhy("its initstate could not be read: "+fmt.Sprint(err), err, "/sys/module/"+m.Name+"/initstate", ""), ev...)
 	default:
 		out.Add(CodeDriverModuleLoaded, report.Pass, bdf, fmt.Sprintf("module %s (%s) loaded%s", m.Name, driverFamily(drv), ver), ev...)
 	}
@@ -416,15 +450,15 @@ func checkNVIDIALibs(e *Env, out *Out) {
 			out.Add(CodeDriverNVIDIAProc, report.Fail, "host",
 				driver.NVIDIAVersionPath+" is missing although a GPU is bound to nvidia", Ev(driver.NVIDIAVersionPath, err.Error()), bound)
 		} else {
-			why := err.Error()
+			const prefix = "cannot read the module version to compare with the libraries: "
+			why := e.errWhy(prefix+err.Error(), err, driver.NVIDIAVersionPath, "")
 			if gap, ok := captureGap(e.Root, driver.NVIDIAVersionPath); ok {
-				why = gap
+				why = e.missing(prefix+gap, driver.NVIDIAVersionPath)
 			} else if errors.Is(err, fs.ErrNotExist) && e.Root.Exists(driver.NVIDIAGPUsDir) {
 				// nv-procfs.c creates version and gpus/ together.
-				why = driver.NVIDIAVersionPath + " is absent although " + driver.NVIDIAGPUsDir + " is there: the capture kept only part of the NVIDIA procfs"
+				why = report.Capture(prefix+driver.NVIDIAVersionPath+" is absent although "+driver.NVIDIAGPUsDir+" is there: the capture kept only part of the NVIDIA procfs", driver.NVIDIAVersionPath)
 			}
-			out.NotRun(CodeDriverNVIDIAProc, "host", "NVIDIA kernel module version unknown",
-				"cannot read the module version to compare with the libraries: "+why, Ev(driver.NVIDIAVersionPath, err.Error()), bound)
+			out.NotRun(CodeDriverNVIDIAProc, "host", "NVIDIA kernel module version unknown", why, Ev(driver.NVIDIAVersionPath, err.Error()), bound)
 		}
 		return
 	}
@@ -440,15 +474,20 @@ func checkNVIDIALibs(e *Env, out *Out) {
 			for _, err := range libs.Errs {
 				ev = append(ev, Ev("", err.Error()))
 			}
+			fix := "Nothing to do where containers get the driver's libraries through CDI or the NVIDIA container toolkit: `accel-doctor container ID` compares the ones a container has. On a host that runs CUDA itself, install the driver's user-space libraries of the module's release (" + kv.Version + ") and run `ldconfig`."
+			if !e.Root.IsLive() {
+				fix += " A capture may not have kept them: take it again on the host with `accel-doctor snapshot node.tar.gz`."
+			}
 			out.NotRun(CodeDriverLibraryUnknown, "host", so+" not found on this root",
-				"nothing to compare with the kernel module; containers may bring their own libraries via CDI or the NVIDIA container toolkit", ev...)
+				report.Explain("nothing to compare with the kernel module; containers may bring their own libraries via CDI or the NVIDIA container toolkit", fix), ev...)
 			continue
 		}
 		lev := Ev(lib.Path, fmt.Sprintf("-> %s (found via %s)", lib.RealPath, lib.Source))
 		switch {
 		case !lib.VersionOK:
 			out.NotRun(CodeDriverLibraryUnknown, "host", so+" carries no driver version in its file name",
-				"the real file "+lib.RealPath+" has no version suffix to compare", kev, lev)
+				report.Explain("the real file "+lib.RealPath+" has no version suffix to compare",
+					"Compare by hand: `nvidia-smi` prints the driver version the library reports, beside the kernel module's "+kv.Version+"; a library whose file name hides its version was installed outside the driver's packages."), kev, lev)
 		case lib.Version != kv.Version:
 			out.Add(CodeDriverLibraryMismatch, report.Fail, "host",
 				fmt.Sprintf("Driver/library version mismatch: kernel module %s, %s %s", kv.Version, so, lib.Version), kev, lev)

@@ -1,7 +1,9 @@
 package diagnose
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"strings"
 
 	"github.com/accel-doctor/accel-doctor/internal/iommu"
@@ -162,7 +164,7 @@ func checkIOMMUState(e *Env, out *Out) {
 	case s.On == iommu.Yes:
 		out.Add(codeIOMMUOn, report.Pass, "host", fmt.Sprintf("%s on: %d IOMMU group(s)", orElse(s.Vendor, "IOMMU"), len(s.Groups)), ev...)
 	case s.On == iommu.Unknown:
-		out.NotRun(codeGroupsUnknown, "host", "whether the IOMMU is on is not known", orElse(firstReason(s), "no IOMMU group listing and no iommu_group links under this root"), ev...)
+		out.NotRun(codeGroupsUnknown, "host", "whether the IOMMU is on is not known", e.iommuWhy(s), ev...)
 		return
 	case s.Vendor == "":
 		st := report.Pass
@@ -193,6 +195,55 @@ func checkIOMMUState(e *Env, out *Out) {
 	if c.ACSOverride {
 		out.Add(codeACSOverride, report.Warn, "host", "pcie_acs_override is on the command line: groups may look more isolated than the hardware is", notes...)
 	}
+}
+
+// iommuWhy is why whether the IOMMU is on is not known: the groups'
+// directory could not be listed, or a tree holds neither it nor any
+// iommu_group link.
+func (e *Env) iommuWhy(s *iommu.State) report.Why {
+	reason := orElse(s.UnknownWhy, orElse(firstReason(s), "no IOMMU group listing and no iommu_group links under this root"))
+	if errors.Is(s.GroupsErr, fs.ErrNotExist) {
+		return e.missing(reason, iommu.GroupsDir)
+	}
+	if s.GroupsErr != nil {
+		return e.errWhy(reason, s.GroupsErr, iommu.GroupsDir, "")
+	}
+	return e.missing(reason, iommu.GroupsDir)
+}
+
+// groupWhy is why a group's viability is not known: a member whose
+// driver could not be read, or members that could not be listed.
+func (e *Env) groupWhy(gv iommu.GroupViability) report.Why {
+	const reason = "a member's driver could not be read"
+	for _, m := range gv.Unknown {
+		if m.DriverErr != nil {
+			return e.errWhy(reason+": "+m.Name+": "+m.DriverErr.Error(), m.DriverErr, "", "")
+		}
+	}
+	if gv.DevicesErr != nil {
+		return e.errWhy("the members could not be listed: "+gv.DevicesErr.Error(), gv.DevicesErr, gv.Path+"/devices", "")
+	}
+	return report.Unusable(reason, gv.Path+"/devices").FromCapture(e.snapshot())
+}
+
+// isolationWhy is why an ACS path could not be read: config space
+// beyond 64 bytes needs CAP_SYS_ADMIN (a capture taken without it keeps
+// only those 64 bytes), another read error, or a bridge not read.
+func (e *Env) isolationWhy(iso iommu.Isolation) report.Why {
+	reason := iso.Summary()
+	for _, h := range iso.Hops {
+		if h.State != iommu.HopUnknown {
+			continue
+		}
+		if errors.Is(h.Err, pci.ErrConfigUnprivileged) {
+			return report.Privilege(reason, capSysAdmin).FromCapture(!e.Root.IsLive())
+		}
+		if h.Err != nil {
+			return e.errWhy(reason, h.Err, "", capSysAdmin)
+		}
+		return report.Unusable(reason, pci.DevicesDir+"/"+h.Address.String()).FromCapture(e.snapshot())
+	}
+	return report.Unusable(reason, "")
 }
 
 func firstReason(s *iommu.State) string {
@@ -242,7 +293,7 @@ func judgeGroup(e *Env, out *Out, gv iommu.GroupViability) {
 		out.Add(codeGroupInHostUse, report.Pass, subject, fmt.Sprintf("group %d (%s) is in use by host drivers (%s); passthrough would need every member on vfio-pci", gv.Group, accelList(gv), blockers(gv)),
 			append(ev, fixEvidence(gv.Fix)...)...)
 	default:
-		out.NotRun(codeGroupNotViable, subject, fmt.Sprintf("group %d: viability not known", gv.Group), "a member's driver could not be read", ev...)
+		out.NotRun(codeGroupNotViable, subject, fmt.Sprintf("group %d: viability not known", gv.Group), e.groupWhy(gv), ev...)
 	}
 	if gv.Shared {
 		st := report.Pass
@@ -255,15 +306,15 @@ func judgeGroup(e *Env, out *Out, gv iommu.GroupViability) {
 		return // a group of its own, used by the host: its ACS path changes nothing
 	}
 	for _, iso := range gv.Isolation {
-		judgeIsolation(out, subject, iso, meant, gv.Shared)
+		judgeIsolation(e, out, subject, iso, meant, gv.Shared)
 	}
 }
 
-func judgeIsolation(out *Out, subject string, iso iommu.Isolation, meant, shared bool) {
+func judgeIsolation(e *Env, out *Out, subject string, iso iommu.Isolation, meant, shared bool) {
 	ev := []report.Evidence{Ev(iso.Device.String(), iso.Summary())}
 	switch {
 	case iso.Unknown && iso.Breaker == nil:
-		out.NotRun(codeACSNotReadable, subject, iso.Device.String()+": the ACS path could not be read", iso.Summary(), ev...)
+		out.NotRun(codeACSNotReadable, subject, iso.Device.String()+": the ACS path could not be read", e.isolationWhy(iso), ev...)
 	case iso.Breaker != nil && (meant || shared):
 		st := report.Pass
 		if meant {

@@ -60,25 +60,26 @@ func (e *Env) Kubelet() (*kubelet.Node, error) {
 func checkKube(e *Env, out *Out) {
 	n, err := e.Kubelet()
 	if err != nil {
-		out.NotRun("KUBELET_NOT_READ", "kubelet", "the kubelet's state could not be read", err.Error())
+		out.NotRun("KUBELET_NOT_READ", "kubelet", "the kubelet's state could not be read", kubeletReadWhy(err))
 		return
 	}
 	dirEv := Ev(n.Dir, string(n.DirState))
 	switch n.DirState {
 	case kubelet.Absent:
 		out.NotRun("KUBELET_NOT_A_NODE", "kubelet", "no kubelet device-plugin directory: not a Kubernetes node (or another --root-dir)",
-			"the directory "+n.Dir+" does not exist", dirEv)
+			report.Explain("the directory "+n.Dir+" does not exist",
+				"Nothing to do on a host that is not a Kubernetes node. On a node whose kubelet runs with another --root-dir (`systemctl cat kubelet` shows it), give that directory with --kubelet-root-dir."), dirEv)
 		return
-	case kubelet.NotCaptured, kubelet.Unreadable:
+	case kubelet.NotCaptured, kubelet.Unreadable, kubelet.Denied:
 		why := n.DirErr
-		if n.DirState == kubelet.NotCaptured {
+		if n.DirState == kubelet.NotCaptured && (why == "" || n.Replayed) {
 			why = "the snapshot did not capture " + n.Dir
 		}
-		out.NotRun("KUBELET_NOT_READ", "kubelet", "the kubelet's device-plugin directory could not be read", why, dirEv)
+		out.NotRun("KUBELET_NOT_READ", "kubelet", "the kubelet's device-plugin directory could not be read", e.stateWhy(why, n.DirState, n.Dir, n.Replayed), dirEv)
 		return
 	}
 	served := judgeKubeletSocket(e, out, n)
-	judgePluginSockets(out, n, served)
+	judgePluginSockets(e, out, n, served)
 	judgeCheckpoint(e, out, n)
 	if served {
 		// With no kubelet serving, no plugin can register: that is
@@ -86,7 +87,7 @@ func checkKube(e *Env, out *Out) {
 		judgeNoPlugin(e, out, n)
 		judgeOrphanResources(out, n)
 	}
-	judgePodResources(out, n)
+	e.judgePodResources(out, n)
 }
 
 // needsPlugin lists the accelerators layers 1-5 found working on the host
@@ -132,7 +133,7 @@ func judgeKubeletSocket(e *Env, out *Out, n *kubelet.Node) bool {
 		out.Add("KUBELET_SOCKET_OK", report.Pass, "kubelet.sock", "kubelet.sock is served by a gRPC server", ev...)
 		return true
 	case couldNotLook(s.Dial.Answer):
-		out.NotRun("KUBELET_SOCKET_NOT_ANSWERING", "kubelet.sock", "kubelet.sock could not be tried", dialWhy(s.Dial), ev...)
+		out.NotRun("KUBELET_SOCKET_NOT_ANSWERING", "kubelet.sock", "kubelet.sock could not be tried", dialWhy(s.Dial, n.Replayed), ev...)
 	default:
 		out.Add("KUBELET_SOCKET_NOT_ANSWERING", report.Fail, "kubelet.sock", "kubelet.sock is there but no kubelet answers on it ("+string(s.Dial.Answer)+")", ev...)
 	}
@@ -143,13 +144,6 @@ func judgeKubeletSocket(e *Env, out *Out, n *kubelet.Node) bool {
 // not connect; the socket vanished while we looked; no call could be
 // made: kubeletrpc.Answer.CouldNotLook).
 func couldNotLook(a kubelet.Answer) bool { return a.CouldNotLook() }
-
-func dialWhy(d kubelet.Dial) string {
-	if d.Err != "" {
-		return string(d.Answer) + ": " + d.Err
-	}
-	return string(d.Answer)
-}
 
 func socketEvidence(s *kubelet.Socket) []report.Evidence {
 	ev := []report.Evidence{Ev(s.Path, s.Type)}
@@ -172,7 +166,7 @@ func socketEvidence(s *kubelet.Socket) []report.Evidence {
 	return ev
 }
 
-func judgePluginSockets(out *Out, n *kubelet.Node, kubeletServed bool) {
+func judgePluginSockets(e *Env, out *Out, n *kubelet.Node, kubeletServed bool) {
 	byResource := map[string][]*kubelet.Socket{}
 	for _, s := range n.Plugins {
 		ev := socketEvidence(s)
@@ -186,7 +180,7 @@ func judgePluginSockets(out *Out, n *kubelet.Node, kubeletServed bool) {
 		case a == kubelet.Refused:
 			out.Add("KUBELET_PLUGIN_SOCKET_DEAD", report.Fail, subj, "no plugin listens on this socket any more (connection refused)", ev...)
 		case couldNotLook(a):
-			out.NotRun("KUBELET_PLUGIN_NOT_ANSWERING", subj, "the plugin socket could not be tried", dialWhy(s.Dial), ev...)
+			out.NotRun("KUBELET_PLUGIN_NOT_ANSWERING", subj, "the plugin socket could not be tried", dialWhy(s.Dial, n.Replayed), ev...)
 		case !s.Dial.OK():
 			out.Add("KUBELET_PLUGIN_NOT_ANSWERING", report.Fail, subj, "a plugin socket accepts no gRPC call ("+string(a)+")", ev...)
 		case s.OlderThanKubelet && !confirmed(n, s.Resource) && n.Kubelet.ModTime.Sub(s.ModTime) >= staleGrace:
@@ -195,7 +189,7 @@ func judgePluginSockets(out *Out, n *kubelet.Node, kubeletServed bool) {
 			if s.Resource != "" {
 				byResource[s.Resource] = append(byResource[s.Resource], s)
 			}
-			judgeRegistration(out, n, s, kubeletServed, ev)
+			judgeRegistration(e, out, n, s, kubeletServed, ev)
 		}
 	}
 	rs := make([]string, 0, len(byResource))
@@ -245,7 +239,7 @@ func confirmed(n *kubelet.Node, resource string) bool {
 
 // judgeRegistration decides, for an answering socket that is not stale,
 // whether the kubelet holds its resource.
-func judgeRegistration(out *Out, n *kubelet.Node, s *kubelet.Socket, kubeletServed bool, ev []report.Evidence) {
+func judgeRegistration(e *Env, out *Out, n *kubelet.Node, s *kubelet.Socket, kubeletServed bool, ev []report.Evidence) {
 	ok := "the plugin answers GetDevicePluginOptions on a socket newer than kubelet.sock"
 	if s.OlderThanKubelet {
 		ok = "the plugin answers GetDevicePluginOptions (its socket predates kubelet.sock by " + n.Kubelet.ModTime.Sub(s.ModTime).String() + ")"
@@ -280,14 +274,21 @@ func judgeRegistration(out *Out, n *kubelet.Node, s *kubelet.Socket, kubeletServ
 			"the plugin serves "+s.Resource+" but the kubelet has no record of it: its registration failed", ev...)
 		return
 	}
-	why := "the checkpoint was not rewritten since the socket was bound, and PodResources does not confirm it"
+	// What the API server says the kubelet advertises settles it.
+	ask := "Ask the API server what the node advertises: `kubectl get node NODE -o jsonpath='{.status.allocatable}'` lists " + s.Resource + " once the registration holds."
+	why := report.Explain("the checkpoint was not rewritten since the socket was bound, and PodResources does not confirm it", ask)
 	switch {
 	case !kubeletServed:
-		why = "kubelet.sock is not served"
+		why = report.Explain("kubelet.sock is not served", "Make kubelet.sock answer first (its finding above says how), then run again: a plugin registers only with a serving kubelet.")
 	case listed:
-		why = "the checkpoint lists " + s.Resource + " with no healthy device: the plugin registered and reports none healthy, or has not reported since the kubelet started"
+		why = report.Explain("the checkpoint lists "+s.Resource+" with no healthy device: the plugin registered and reports none healthy, or has not reported since the kubelet started",
+			"Read the plugin's log for its health reports (`kubectl -n NAMESPACE logs PLUGIN-POD`). "+ask)
 	case n.Checkpoint == nil:
-		why = "no readable checkpoint (" + string(n.CheckpointState) + "), and PodResources does not list " + s.Resource
+		text := "no readable checkpoint (" + string(n.CheckpointState) + "), and PodResources does not list " + s.Resource
+		why = report.Explain(text, ask)
+		if n.CheckpointState != kubelet.Absent {
+			why = e.stateWhy(text, n.CheckpointState, n.CheckpointPath, n.Replayed).With(ask)
+		}
 	}
 	out.NotRun("KUBELET_PLUGIN_REGISTRATION_UNKNOWN", s.Name, "the plugin answers; whether the kubelet holds "+s.Resource+" is not known", why, ev...)
 }
@@ -314,13 +315,13 @@ func judgeCheckpoint(e *Env, out *Out, n *kubelet.Node) {
 	switch n.CheckpointState {
 	case kubelet.Absent, kubelet.NotCaptured:
 		return // no allocations yet (a kubelet writes it on a device update), or not captured: nothing to judge
-	case kubelet.Unreadable:
+	case kubelet.Unreadable, kubelet.Denied:
 		// Could not read it (permission, a FIFO, socket or directory
 		// where the file should be, a link loop, too large): nothing is
 		// known of what the kubelet reads there. Only a file that was
 		// read and does not parse is the FAIL.
 		if n.Checkpoint == nil && !n.CheckpointMalformed {
-			out.NotRun("KUBELET_CHECKPOINT_CORRUPT", "kubelet_internal_checkpoint", "the checkpoint could not be read", n.CheckpointErr, cpEv)
+			out.NotRun("KUBELET_CHECKPOINT_CORRUPT", "kubelet_internal_checkpoint", "the checkpoint could not be read", e.stateWhy(n.CheckpointErr, n.CheckpointState, n.CheckpointPath, n.Replayed), cpEv)
 			return
 		}
 		out.Add("KUBELET_CHECKPOINT_CORRUPT", report.Fail, "kubelet_internal_checkpoint", "the checkpoint does not parse: the kubelet will start without its allocations",
@@ -402,15 +403,27 @@ func socketNames(n *kubelet.Node) string {
 	return strings.Join(s, ", ")
 }
 
-func judgePodResources(out *Out, n *kubelet.Node) {
+func (e *Env) judgePodResources(out *Out, n *kubelet.Node) {
 	pr := n.PodResources
 	switch {
 	case pr == nil:
-		out.NotRun("KUBELET_PODRESOURCES_UNAVAILABLE", "pod-resources", "which container holds which device is not known",
-			"no PodResources socket at "+kubelet.PodResourcesSocket(n.KubeletDir))
+		sock := kubelet.PodResourcesSocket(n.KubeletDir)
+		reason := "no PodResources socket at " + sock
+		why, gap := e.gapWhy(sock, "")
+		if gap {
+			why.Reason = reason + " (" + why.Reason + ")"
+		} else {
+			why = report.Explain(reason, "A kubelet serves PodResources there from Kubernetes 1.15 on (feature gate KubeletPodResources, on by default); one older, or with the gate off, does not, and the other findings of this layer stand without it. `ls -l "+sock+"` shows whether it is there.")
+		}
+		out.NotRun("KUBELET_PODRESOURCES_UNAVAILABLE", "pod-resources", "which container holds which device is not known", why)
 	case !pr.List.Succeeded():
-		out.NotRun("KUBELET_PODRESOURCES_UNAVAILABLE", "pod-resources", "which container holds which device is not known",
-			"PodResources List: "+dialWhy(pr.List), Ev(pr.Path, string(pr.List.Answer)))
+		reason := "PodResources List: " + dialText(pr.List)
+		why := report.Explain(reason, "The kubelet did not answer List on its PodResources socket: its log says why (`journalctl -u kubelet | grep -i podresources`); the other findings of this layer stand without it.")
+		if pr.List.Answer.CouldNotLook() {
+			why = dialWhy(pr.List, n.Replayed)
+			why.Reason = reason
+		}
+		out.NotRun("KUBELET_PODRESOURCES_UNAVAILABLE", "pod-resources", "which container holds which device is not known", why, Ev(pr.Path, string(pr.List.Answer)))
 	}
 }
 

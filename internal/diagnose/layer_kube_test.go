@@ -339,7 +339,7 @@ func TestPodResourcesAnsweredWithAnError(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out := &Out{check: &Check{ID: "kube.node", Layer: report.LayerKube}}
-			judgePodResources(out, &kubelet.Node{KubeletDir: "/var/lib/kubelet", PodResources: &kubelet.PodResources{Path: "/var/lib/kubelet/pod-resources/kubelet.sock", List: c.list}})
+			(&Env{Root: hostfs.MustNew(t.TempDir())}).judgePodResources(out, &kubelet.Node{KubeletDir: "/var/lib/kubelet", PodResources: &kubelet.PodResources{Path: "/var/lib/kubelet/pod-resources/kubelet.sock", List: c.list}})
 			var got []string
 			for _, f := range out.findings {
 				got = append(got, f.Code+" "+string(f.Status))

@@ -245,11 +245,16 @@ func (e *Env) reportKind(d *pci.Device) string {
 func checkPCIInventory(e *Env, out *Out) {
 	inv, err := e.PCI()
 	if err != nil {
-		reason := "cannot list " + pci.DevicesDir + ": " + err.Error()
+		why := e.errWhy("cannot list "+pci.DevicesDir+": "+err.Error(), err, pci.DevicesDir, "")
 		if errors.Is(err, fs.ErrNotExist) {
-			reason = pci.DevicesDir + " does not exist under this root: not a Linux host root, /sys not mounted, or a capture without it"
+			reason := pci.DevicesDir + " does not exist under this root: not a Linux host root, /sys not mounted, or a capture without it"
+			if e.Root.IsLive() {
+				why = report.Explain(reason, "Run accel-doctor where sysfs is mounted at /sys: on a Linux host, or in a container with the host's /sys (or its / at --root).")
+			} else {
+				why = e.missing(reason, pci.DevicesDir)
+			}
 		}
-		out.NotRun(CodePCIReadError, "host", "the PCI bus could not be read", reason, Ev(pci.DevicesDir, err.Error()))
+		out.NotRun(CodePCIReadError, "host", "the PCI bus could not be read", why, Ev(pci.DevicesDir, err.Error()))
 		return
 	}
 	for _, err := range inv.Errors {
@@ -317,12 +322,16 @@ func readErrorFinding(e *Env, out *Out, d *pci.Device) {
 	var ev []report.Evidence
 	var parts []string
 	onlyAbsent := true
+	lacks := d.Path // what the capture lacks: the first attribute
 	for _, err := range d.Errors {
 		var ae *pci.AttrError
 		if !errors.As(err, &ae) {
 			ev, onlyAbsent = append(ev, Ev("", err.Error())), false
 			parts = append(parts, "its sysfs directory")
 			continue
+		}
+		if lacks == d.Path {
+			lacks = ae.Path
 		}
 		ev = append(ev, Ev(ae.Path, ae.Problem.String()+": "+innerErr(ae.Err)))
 		parts = append(parts, ae.Attr+" "+ae.Problem.String())
@@ -331,7 +340,7 @@ func readErrorFinding(e *Env, out *Out, d *pci.Device) {
 	summary := "sysfs attributes not usable: " + strings.Join(parts, ", ")
 	if onlyAbsent && !e.Root.IsLive() {
 		out.NotRun(CodePCIReadError, d.Address.String(), summary,
-			"the capture lacks attributes the kernel creates for every PCI function; what needs them is not judged", ev...)
+			e.missing("the capture lacks attributes the kernel creates for every PCI function; what needs them is not judged", lacks), ev...)
 		return
 	}
 	out.Add(CodePCIReadError, report.Warn, d.Address.String(), summary, ev...)
@@ -571,22 +580,27 @@ func judgeLink(e *Env, inv *pci.Inventory, out *Out, d *pci.Device) {
 	l := d.Link
 	if l.CurrentSpeed == nil && l.MaxSpeed == nil && l.CurrentWidth == nil && l.MaxWidth == nil {
 		reason := "no link attributes in sysfs: not a PCIe function, or a hypervisor that hides the link"
+		instead := "Nothing to do for a function that is not PCI Express; in a VM, read the link on the hypervisor's host (`lspci -vv -s BDF` there: LnkSta)."
 		if !e.Root.IsLive() {
 			reason += ", or a capture that did not keep them"
+			instead += " A capture may not have kept them: take it again on the host with `accel-doctor snapshot node.tar.gz`."
 		}
+		why := report.NotOffered(reason, "the PCIe link attributes", instead)
 		for _, a := range linkAttrs {
 			if ae := d.AttrErr(a); ae != nil {
 				reason = "link attributes not usable: " + a + " " + ae.Problem.String() + ": " + ae.Error()
+				why = e.errWhy(reason, ae, ae.Path, "")
 			}
 		}
-		out.NotRun(CodePCILinkUnknown, bdf, "PCIe link state not available", reason, ev...)
+		out.NotRun(CodePCILinkUnknown, bdf, "PCIe link state not available", why, ev...)
 		return
 	}
 	widthKnown := l.CurrentWidth != nil && l.MaxWidth != nil && *l.CurrentWidth > 0 && *l.MaxWidth > 0
 	speedKnown := l.CurrentSpeed != nil && l.MaxSpeed != nil && l.CurrentSpeed.Known() && l.MaxSpeed.Known()
 	if !widthKnown && !speedKnown {
 		out.NotRun(CodePCILinkUnknown, bdf, "PCIe link state not available",
-			"the kernel reports the link as unknown or down (speed \"Unknown\" or width 0), or its values did not parse", ev...)
+			report.Explain("the kernel reports the link as unknown or down (speed \"Unknown\" or width 0), or its values did not parse",
+				"Read the link by hand as root: `lspci -vv -s "+bdf+"` (LnkSta); a link that is down shows in the kernel log (`dmesg | grep "+bdf+"`)."), ev...)
 		return
 	}
 	c, portEv := ceiling(inv, d, widthKnown, speedKnown)
@@ -614,7 +628,7 @@ func judgeLink(e *Env, inv *pci.Inventory, out *Out, d *pci.Device) {
 				l.CurrentSpeed, maxSpeed), ev...)
 	case !widthKnown || !speedKnown:
 		out.NotRun(CodePCILinkUnknown, bdf, "PCIe link only partly known ("+strings.Join(cur, " ")+")",
-			"the kernel reports the other half of the link as unknown", ev...)
+			report.Explain("the kernel reports the other half of the link as unknown", "Read the link by hand as root: `lspci -vv -s "+bdf+"` (LnkSta) shows both speed and width."), ev...)
 	default:
 		s := "link at " + strings.Join(cur, " ") + ", its maximum"
 		if len(c.limited) > 0 {
@@ -649,11 +663,7 @@ func checkPCINUMA(e *Env, out *Out) {
 		numaEv := numaEvidence(d)
 		switch {
 		case err != nil || !ok:
-			reason := "the host's NUMA nodes could not be read"
-			if !ok && err == nil {
-				reason = pci.NodeOnlinePath + " is absent: a kernel without CONFIG_NUMA, or a capture without it"
-			}
-			out.NotRun(CodePCINUMANotRead, bdf, "NUMA locality not checked", reason, numaEv, nodesEv)
+			out.NotRun(CodePCINUMANotRead, bdf, "NUMA locality not checked", e.numaWhy(err), numaEv, nodesEv)
 		case len(nodes) <= 1:
 			out.Add(CodePCINUMAOK, report.Pass, bdf, "single-NUMA-node host: locality does not matter", numaEv, nodesEv)
 		case d.NUMANode == nil:
@@ -662,6 +672,19 @@ func checkPCINUMA(e *Env, out *Out) {
 			judgeNUMANode(out, d, nodes, numaEv, nodesEv)
 		}
 	}
+}
+
+// numaWhy is why the host's NUMA nodes are not known: a read error, a
+// capture without them, or a kernel without NUMA.
+func (e *Env) numaWhy(err error) report.Why {
+	if err != nil {
+		return e.errWhy("the host's NUMA nodes could not be read: "+err.Error(), err, pci.NodeOnlinePath, "")
+	}
+	reason := pci.NodeOnlinePath + " is absent: a kernel without CONFIG_NUMA, or a capture without it"
+	if _, gap := captureGap(e.Root, pci.NodeOnlinePath); gap {
+		return e.missing(reason, pci.NodeOnlinePath)
+	}
+	return report.NotOffered(reason, "NUMA (a kernel built without CONFIG_NUMA)", "Nothing to do: without NUMA every CPU is as near to the device as any other.")
 }
 
 // numaNodes is the host's online NUMA nodes, read once.
@@ -700,8 +723,12 @@ func judgeCPULocality(e *Env, out *Out, d *pci.Device, nnodes int, numaEv, nodes
 	loc := e.cpuLocality(d)
 	ev := append([]report.Evidence{numaEv, nodesEv}, loc.ev...)
 	if !loc.known {
-		out.NotRun(CodePCINUMANotRead, bdf, "NUMA node of the device not read",
-			"numa_node is "+d.AttrState("numa_node")+"; "+loc.why, ev...)
+		reason := "numa_node is " + d.AttrState("numa_node") + "; " + loc.why
+		why := report.Explain(reason, "Read the device's NUMA node on the host by hand: `cat "+d.AttrPath("numa_node")+" "+d.AttrPath("local_cpulist")+"`; `lspci -vv -s "+bdf+"` names it too.")
+		if ae := d.AttrErr("numa_node"); ae != nil {
+			why = e.errWhy(reason, ae, ae.Path, "")
+		}
+		out.NotRun(CodePCINUMANotRead, bdf, "NUMA node of the device not read", why, ev...)
 		return
 	}
 	out.Add(CodePCINUMAOK, report.Pass, bdf,

@@ -83,7 +83,7 @@ func judgeAER(e *Env, out *Out, d *pci.Device, id string) {
 		for _, err := range errs {
 			msgs = append(msgs, err.Error())
 		}
-		out.NotRun(codeAERUnread, id, id+": AER counters not read", strings.Join(msgs, "; "))
+		out.NotRun(codeAERUnread, id, id+": AER counters not read", e.errWhy(strings.Join(msgs, "; "), errs[0], "", ""))
 		return
 	}
 	if len(stats) == 0 {

@@ -7,6 +7,7 @@ import (
 	"github.com/accel-doctor/accel-doctor/internal/iommu"
 	"github.com/accel-doctor/accel-doctor/internal/pci"
 	"github.com/accel-doctor/accel-doctor/internal/report"
+	"github.com/accel-doctor/accel-doctor/internal/runtime"
 )
 
 // Layer 7, VFIO readiness: for the devices meant for VFIO (bound to a VFIO
@@ -61,7 +62,7 @@ func checkVFIO(e *Env, out *Out) {
 		}
 	}
 	if len(meant) > 0 {
-		problems := judgeVFIOHost(out, v, meant)
+		problems := judgeVFIOHost(e, out, v, meant)
 		if problems == 0 {
 			out.Add(codeVFIOReady, report.Pass, "host", fmt.Sprintf("VFIO ready for the %d device(s) meant for it", len(meant)), bindingsEvidence(meant)...)
 		}
@@ -81,11 +82,16 @@ func bindingsEvidence(bs []iommu.Binding) []report.Evidence {
 
 // judgeVFIOHost judges the modules, bindings and nodes; it returns how
 // many problems it found.
-func judgeVFIOHost(out *Out, v *iommu.VFIO, meant []iommu.Binding) int {
+func judgeVFIOHost(e *Env, out *Out, v *iommu.VFIO, meant []iommu.Binding) int {
 	n := 0
 	if m := v.Module("vfio_pci"); m != nil && m.State != iommu.ModuleLoaded && m.State != iommu.ModuleBuiltIn {
 		if m.State == iommu.ModuleUnknown {
-			out.NotRun(codeVFIOModule, "host", "whether vfio-pci is loaded is not known", orElse(m.Evidence, "/sys/module not readable"), Ev(m.Path, m.Evidence))
+			reason := orElse(m.Evidence, "/sys/module not readable")
+			why := e.missing(reason, m.Path)
+			if m.Err != nil {
+				why = e.errWhy(reason+": "+m.Err.Error(), m.Err, "", "")
+			}
+			out.NotRun(codeVFIOModule, "host", "whether vfio-pci is loaded is not known", why, Ev(m.Path, m.Evidence))
 		} else {
 			out.Add(codeVFIOModule, report.Fail, "host", "vfio-pci is neither loaded nor built in, and devices are meant for it", Ev(m.Path, m.Evidence))
 			n++
@@ -121,6 +127,24 @@ func judgeVFIOHost(out *Out, v *iommu.VFIO, meant []iommu.Binding) int {
 	return n
 }
 
+// guestInput is what the memory check needs when the guest's size is not
+// read from QEMU's command line.
+const guestInput = "--guest-memory with the memory VFIO will pin for the process (the guest's memory: 16G, 16384M)"
+
+// guestWhy is why the guest memory is not known: the command line could
+// not be read (a capture never holds it), or says nothing of it; either
+// way the user can give it.
+func guestWhy(e *Env, g iommu.Guest) report.Why {
+	reason := orElse(g.Why, "the guest memory is not known: give it with --guest-memory")
+	switch g.Cmdline.State {
+	case runtime.ReadOK, runtime.ReadNotRead, runtime.ReadNotCaptured:
+		return report.Input(reason, guestInput)
+	}
+	w := procWhy(e, g.Cmdline)
+	w.Reason = reason
+	return w.With("Or give " + guestInput + ".")
+}
+
 // judgeMemlock: the process's locked-memory limit against what VFIO will
 // pin for it, its CAP_IPC_LOCK, and whether another process holds its
 // groups.
@@ -134,13 +158,17 @@ func judgeMemlock(e *Env, out *Out, inv *pci.Inventory, v *iommu.VFIO) {
 	}
 	switch {
 	case m.Limit == nil:
-		out.NotRun(codeVFIOMemlock, subject, "locked-memory limit not judged", m.Limits.String(), ev...)
+		why := procWhy(e, m.Limits)
+		if m.Limits.State == runtime.ReadGone || m.Limits.State == runtime.ReadAbsent {
+			why = report.Input(m.Limits.String(), fmt.Sprintf("--pid with a running process (`ps -p %d`)", m.PID))
+		}
+		out.NotRun(codeVFIOMemlock, subject, "locked-memory limit not judged", why, ev...)
 	case m.BelowCharged == iommu.Yes && m.Exempt != iommu.Yes:
 		out.Add(codeVFIOMemlock, report.Fail, subject, fmt.Sprintf("RLIMIT_MEMLOCK %s is below the guest memory VFIO pins (%d bytes): VFIO_IOMMU_MAP_DMA fails with ENOMEM", m.Limit, m.Charged), ev...)
 	case m.BelowNeed == iommu.Yes && m.Exempt != iommu.Yes:
 		out.Add(codeVFIOMemlock, report.Warn, subject, fmt.Sprintf("RLIMIT_MEMLOCK %s covers the guest memory but not it plus the devices' BARs (%d bytes)", m.Limit, m.Need), ev...)
 	case !m.ChargedKnown:
-		out.NotRun(codeVFIOMemlock, subject, "what VFIO pins for the process is not known", orElse(m.Guest.Why, "the guest memory is not known: give it with --guest-memory"), ev...)
+		out.NotRun(codeVFIOMemlock, subject, "what VFIO pins for the process is not known", guestWhy(e, m.Guest), ev...)
 	}
 	if m.CapIPCLock == iommu.Yes && m.InitialUserNS == iommu.No {
 		out.Add(codeVFIONoIPCLock, report.Warn, subject, "CAP_IPC_LOCK only in the process's own user namespace: VFIO's limit check ignores it", ev...)

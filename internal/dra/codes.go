@@ -16,7 +16,7 @@ file larger than any state the kubelet writes), or a snapshot did not capture it
 said of the claims it holds. The file is absent on a node whose kubelet never ran with DRA
 on (the DynamicResourceAllocation feature, on by default since 1.34): that is no finding.`,
 	Remediation: "Run `accel-doctor check` as root on the node, or take the snapshot again with `accel-doctor snapshot`.",
-	Facts:       "StateState == NotCaptured || StateState == Unreadable && State == nil && !StateMalformed",
+	Facts:       "StateState == NotCaptured || StateState in (Unreadable, Denied) && State == nil && !StateMalformed",
 }, {
 	Code:   "DRA_STATE_CHECKSUM",
 	Status: "FAIL",

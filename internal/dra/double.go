@@ -45,7 +45,7 @@ var (
 
 // double finds devices advertised both ways.
 func (n *Node) double(root *hostfs.Root, reg *cdi.Registry, kdir string, cp *kubelet.Checkpoint) {
-	n.Double, n.DoubleNotRun = nil, ""
+	n.Double, n.DoubleNotRun, n.DoubleErr = nil, "", nil
 	if cp == nil {
 		p := path.Join(kubelet.DevicePluginDir(kdir), kubelet.CheckpointName)
 		// The file's AllocateResponses may hold secrets: never archived.
@@ -55,14 +55,15 @@ func (n *Node) double(root *hostfs.Root, reg *cdi.Registry, kdir string, cp *kub
 			return // no device plugin has ever registered: nothing doubled
 		case err != nil && errors.Is(err, fs.ErrNotExist):
 			n.DoubleNotRun = fmt.Sprintf("%s: not in this capture (the device-plugin checkpoint is never archived; the kubelet package's capture holds it parsed)", p)
+			n.DoubleErr = &hostfs.NotCapturedError{Path: p}
 			return
 		case err != nil:
-			n.DoubleNotRun = fmt.Sprintf("%s: %s", p, why)
+			n.DoubleNotRun, n.DoubleErr = fmt.Sprintf("%s: %s", p, why), err
 			return
 		}
 		c, err := kubelet.ParseCheckpoint(b)
 		if err != nil {
-			n.DoubleNotRun = fmt.Sprintf("%s: %v", p, err)
+			n.DoubleNotRun, n.DoubleErr = fmt.Sprintf("%s: %v", p, err), &fs.PathError{Op: "parse", Path: p, Err: err}
 			return
 		}
 		cp = c
@@ -70,9 +71,10 @@ func (n *Node) double(root *hostfs.Root, reg *cdi.Registry, kdir string, cp *kub
 	if len(cp.Registered) == 0 {
 		return
 	}
-	for _, d := range reg.Dirs {
-		if d.NotCaptured || d.Err != nil && !d.Absent {
+	for i := range reg.Dirs {
+		if d := &reg.Dirs[i]; d.Problem() != nil {
 			n.DoubleNotRun = fmt.Sprintf("CDI spec directory %s could not be read: the DRA drivers' devices are not known", d.Path)
+			n.DoubleErr = d.Problem()
 			return
 		}
 	}

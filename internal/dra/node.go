@@ -69,6 +69,9 @@ type CDIDevice struct {
 	Spec      string  `json:"spec,omitempty"` // the spec file that declares it
 	Evidence  string  `json:"evidence,omitempty"`
 	UnsureWhy string  `json:"unsure_why,omitempty"`
+	// UnsureErr is, for ResolveUnknown, the spec directory's problem
+	// (cdi.Dir.Problem): what the fix follows from.
+	UnsureErr error `json:"-"`
 	// Rejected, for an unresolved ID: a spec file that declares it and
 	// that the CDI library refuses to load ("PATH: ERROR"), the cause
 	// then (an empty device edits, a bad cdiVersion), not a missing spec.
@@ -123,6 +126,10 @@ type Node struct {
 	// DRA driver; DoubleNotRun says why that could not be looked at.
 	Double       []DoubleAdvert `json:"double,omitempty"`
 	DoubleNotRun string         `json:"double_not_run,omitempty"`
+	// DoubleErr is what DoubleNotRun says, typed (a read error of the
+	// checkpoint, hostfs.NotCapturedError, a parse error with its path,
+	// a CDI spec directory's problem).
+	DoubleErr error `json:"-"`
 
 	// RuntimeCDI is the CRI runtimes' CDI support, read when the node
 	// has a DRA driver (ActiveDrivers); nil otherwise.
@@ -172,7 +179,7 @@ func Read(ctx context.Context, root *hostfs.Root, opts Options) (*Node, error) {
 		kdir = kubelet.DefaultKubeletDir
 	}
 	if !strings.HasPrefix(kdir, "/") {
-		return nil, fmt.Errorf("kubelet dir %q is not a host-absolute path", kdir)
+		return nil, fmt.Errorf("kubelet dir %q: %w", kdir, kubelet.ErrKubeletDir)
 	}
 	kdir = path.Clean(kdir)
 	timeout := opts.Timeout
@@ -327,7 +334,9 @@ func (n *Node) resolveCDI(reg *cdi.Registry) {
 		return
 	}
 	unsure := ""
-	for _, d := range reg.Dirs {
+	var unsureErr error
+	for i := range reg.Dirs {
+		d := &reg.Dirs[i]
 		switch {
 		case d.NotCaptured:
 			unsure = fmt.Sprintf("%s: not captured", d.Path)
@@ -335,6 +344,7 @@ func (n *Node) resolveCDI(reg *cdi.Registry) {
 			unsure = fmt.Sprintf("%s: %v", d.Path, d.Err)
 		}
 		if unsure != "" {
+			unsureErr = d.Problem()
 			break
 		}
 	}
@@ -351,7 +361,7 @@ func (n *Node) resolveCDI(reg *cdi.Registry) {
 					case !strings.HasPrefix(res.Err.Error(), "unresolvable"):
 						cd.Resolve, cd.Evidence = Invalid, res.Err.Error()
 					case unsure != "":
-						cd.Resolve, cd.UnsureWhy = ResolveUnknown, unsure
+						cd.Resolve, cd.UnsureWhy, cd.UnsureErr = ResolveUnknown, unsure, unsureErr
 					default:
 						cd.Resolve, cd.Evidence = Unresolved, fmt.Sprintf("%v (spec directories %s)", res.Err, strings.Join(n.CDIDirs, ", "))
 						cd.Rejected = rejectedSpec(reg, id)

@@ -2,6 +2,7 @@ package dra
 
 import (
 	"context"
+	"fmt"
 	"path"
 	"slices"
 	"sort"
@@ -139,7 +140,7 @@ func readRegistry(ctx context.Context, root *hostfs.Root, dir string, caller rpc
 	if len(calls) > 0 {
 		replies := caller.Call(ctx, root, calls, timeout)
 		if len(replies) != len(calls) {
-			replies = rpc.NotDialedReplies(calls, "internal error: a reply per call was not given")
+			replies = rpc.NotDialedReplies(calls, fmt.Errorf("%w: a reply per call was not given", rpc.ErrInternal))
 		}
 		var wg sync.WaitGroup
 		for i, r := range to {

@@ -1,6 +1,7 @@
 package dra
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"sort"
@@ -46,6 +47,8 @@ type RuntimeCDI struct {
 	// directory that could not be listed or was not captured): a version
 	// not seen is not judged.
 	SpecsUnsure string `json:"specs_unsure,omitempty"`
+	// SpecsErr is SpecsUnsure's directory problem (cdi.Dir.Problem).
+	SpecsErr error `json:"-"`
 }
 
 // ActiveDrivers are the node's DRA drivers that a runtime must serve: a
@@ -112,7 +115,8 @@ func (n *Node) readRuntimeCDI(reg *cdi.Registry, rts []*cdi.Runtime) {
 		}
 		rc.NotFound = "no containerd, crio, or dockerd with cri-dockerd in " + strings.Join(dirs, ", ")
 	}
-	for _, d := range reg.Dirs {
+	for i := range reg.Dirs {
+		d := &reg.Dirs[i]
 		switch {
 		case d.NotCaptured:
 			rc.SpecsUnsure = d.Path + ": not captured"
@@ -120,6 +124,7 @@ func (n *Node) readRuntimeCDI(reg *cdi.Registry, rts []*cdi.Runtime) {
 			rc.SpecsUnsure = fmt.Sprintf("%s: %v", d.Path, d.Err)
 		}
 		if rc.SpecsUnsure != "" {
+			rc.SpecsErr = d.Problem()
 			break
 		}
 	}
@@ -176,13 +181,29 @@ const (
 	AnswerUnknown Answer = "unknown"
 )
 
+// Unsure is what an AnswerUnknown does not know.
+type Unsure int
+
+const (
+	UnsureNone    Unsure = iota
+	UnsureConfig         // the runtime's configuration could not be read (Err)
+	UnsureDefault        // the configuration does not set CDI and the release's default is not known
+	UnsureLibrary        // which CDI library the runtime is built with is not known
+	UnsureNewer          // the runtime is newer than the releases known here
+	UnsureSpecs          // a CDI spec directory could not be read (Err)
+)
+
 // Serving is the answer for one runtime and driver, with what it rests on.
 type Serving struct {
 	Answer Answer
 	// Why is the summary's reason; Spec the spec it is about (TooOld,
 	// and the unknown versions).
-	Why  string
-	Spec *DriverSpec
+	Why string
+	// Unsure is, for AnswerUnknown, what is not known (the fix follows
+	// from it); Err the read that left it so, when one did.
+	Unsure Unsure
+	Err    error
+	Spec   *DriverSpec
 	// Evidence: where each piece was read.
 	Evidence [][2]string
 }
@@ -216,10 +237,12 @@ func (rc *RuntimeCDI) Serve(rt *cdi.Runtime, driver string) Serving {
 	// changes its directories, never whether CDI is on.
 	if len(c.Errs) > 0 && rt.Name != "crio" {
 		s.Answer, s.Why = AnswerUnknown, "whether "+label+" has CDI enabled is not known: its configuration could not be read"
+		s.Unsure, s.Err = UnsureConfig, errors.Join(c.Errs...)
 		return s
 	}
 	if c.Enabled == nil {
 		s.Answer, s.Why = AnswerUnknown, "whether "+label+" has CDI enabled is not known: it is not set in its configuration and the release's default is not known"
+		s.Unsure = UnsureDefault
 		return s
 	}
 	where := rt.Binary // a release's default
@@ -258,8 +281,10 @@ func (rc *RuntimeCDI) Serve(rt *cdi.Runtime, driver string) Serving {
 		s.Why = fmt.Sprintf("whether %s loads %s (cdiVersion %s) is not known: ", label, sp.Spec, sp.Version)
 		if rt.CDI.MaxSpec == "" {
 			s.Why += "which CDI library it is built with is not known"
+			s.Unsure = UnsureLibrary
 		} else {
 			s.Why += "it is newer than the releases known here, which load up to " + rt.CDI.MaxSpec
+			s.Unsure = UnsureNewer
 		}
 		ev(sp.Spec, "cdiVersion "+sp.Version)
 		return s
@@ -274,7 +299,7 @@ func (rc *RuntimeCDI) Serve(rt *cdi.Runtime, driver string) Serving {
 	}
 	switch {
 	case len(vs) == 0 && rc.SpecsUnsure != "":
-		s.Answer = AnswerUnknown
+		s.Answer, s.Unsure, s.Err = AnswerUnknown, UnsureSpecs, rc.SpecsErr
 		s.Why = label + " has CDI enabled; whether it loads " + driver + "'s specs is not known: " + rc.SpecsUnsure
 	case len(vs) == 0:
 		s.Why = label + " has CDI enabled; no CDI spec of " + driver + " is on the node yet to judge its version by"

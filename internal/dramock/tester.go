@@ -61,15 +61,19 @@ func (r *TestResult) add(code, subject, summary string, ev ...report.Evidence) {
 	c, _ := CodeOf(code)
 	f := report.Finding{Check: "dra-plugin." + strings.ToLower(strings.TrimPrefix(code, "DRA_PLUGIN_")), Code: code,
 		Layer: report.LayerKube, Status: report.Status(c.Status), Subject: subject, Summary: summary, Evidence: ev}
-	if f.Status != report.Pass {
+	if f.Status == report.Warn || f.Status == report.Fail {
 		f.Remediation = c.Remediation
 	}
 	r.Findings = append(r.Findings, f)
 }
 
-func (r *TestResult) notRun(check, subject, reason string) {
-	r.Findings = append(r.Findings, report.Finding{Check: "dra-plugin." + check, Code: CodeNotRun, Layer: report.LayerKube,
-		Status: report.NotRun, Subject: subject, Summary: check + ": " + reason, Reason: reason})
+// notRun records a check that could not run, why, and the fix that
+// follows from it.
+func (r *TestResult) notRun(check, subject string, why report.Why) {
+	f := report.Finding{Check: "dra-plugin." + check, Code: CodeNotRun, Layer: report.LayerKube,
+		Subject: subject, Summary: check + ": " + why.Reason}
+	f.CouldNotLook(why)
+	r.Findings = append(r.Findings, f)
 }
 
 func (r *TestResult) failed() bool {
@@ -159,7 +163,8 @@ func Test(ctx context.Context, o TestOptions) (*TestResult, error) {
 	if o.DevicePluginSocket != "" {
 		dpIDs, err = listDevicePlugin(ctx, o)
 		if err != nil {
-			res.notRun("double-advertised", o.DevicePluginSocket, "device plugin ListAndWatch: "+err.Error())
+			res.notRun("double-advertised", o.DevicePluginSocket, report.Explain("device plugin ListAndWatch: "+err.Error(),
+				"The device plugin given did not list its devices: check it on its own (`accel-doctor plugin test --socket "+o.DevicePluginSocket+"`), then run this test again."))
 		}
 	}
 	prep := deviceplugin.Measurement{Name: "NodePrepareResources"}

@@ -34,6 +34,10 @@ type Binding struct {
 	// Why is, for BindUnknown, why no source could tell, and for Unbound
 	// what shows it.
 	Why string
+	// Err is, for BindUnknown, Why as an error: the link's
+	// (LinkErr), or a hostfs.NotCapturedError for a capture that did
+	// not keep it; nil when the sysfs directory was not resolved.
+	Err error
 	// Notes are what other sources said when the deciding one was not the
 	// driver link (the link's state, for evidence).
 	Notes []string
@@ -87,11 +91,11 @@ func FindBinding(root *hostfs.Root, f Function) Binding {
 	case f.SysfsPath == "":
 		return Binding{Why: "the device's sysfs directory could not be resolved"}
 	case f.LinkErr != nil:
-		return Binding{Source: link, Why: linkState}
+		return Binding{Source: link, Why: linkState, Err: f.LinkErr}
 	case !root.IsLive() && !f.LinksInTree:
-		return Binding{Source: link, Why: "the capture holds no driver links: none of its PCI functions has one"}
+		return Binding{Source: link, Why: "the capture holds no driver links: none of its PCI functions has one", Err: &hostfs.NotCapturedError{Path: link}}
 	case !root.Covers(link):
-		return Binding{Source: link, Why: "the capture holds no " + f.SysfsPath}
+		return Binding{Source: link, Why: "the capture holds no " + f.SysfsPath, Err: &hostfs.NotCapturedError{Path: f.SysfsPath}}
 	}
 	return Binding{State: Unbound, Source: link, Why: linkState}
 }

@@ -100,6 +100,12 @@ clone3 CLONE_INTO_CGROUP; v1: its PID written to cgroup.procs) and counts
 against the container's limits until it exits. Nothing is written into the
 container: accel-doctor and accel-doctor-cuda run from fds opened on the host.`
 
+// ErrNeedsRoot: Probe was called without root.
+var ErrNeedsRoot = errors.New("container --probe needs root: it joins the container's namespaces and cgroups")
+
+// ErrGone: the process is not there, or ended while it was read.
+var ErrGone = errors.New("the process is gone")
+
 // Probe runs the functional probe (internal/probe Run) as the process
 // pid would, from the host: in its root and mount namespace, its PID
 // namespace, its cgroups, its user namespace (a replica, see doc.go), its
@@ -108,7 +114,7 @@ container: accel-doctor and accel-doctor-cuda run from fds opened on the host.`
 // host is listed in doc.go.
 func Probe(ctx context.Context, pid int, opt Options) (*Result, error) {
 	if os.Geteuid() != 0 {
-		return nil, errors.New("container --probe needs root: it joins the container's namespaces and cgroups")
+		return nil, ErrNeedsRoot
 	}
 	if opt.Timeout <= 0 {
 		opt.Timeout = defaultTimeout
@@ -174,7 +180,7 @@ func openTarget(pid int, opt Options) (*target, error) {
 	fd, err := unix.PidfdOpen(pid, 0)
 	if err != nil {
 		if errors.Is(err, unix.ESRCH) {
-			return nil, fmt.Errorf("no process %d", pid)
+			return nil, fmt.Errorf("no process %d: %w", pid, ErrGone)
 		}
 		return nil, fmt.Errorf("pidfd_open %d: %w", pid, err)
 	}
@@ -280,7 +286,7 @@ func openTarget(pid int, opt Options) (*target, error) {
 		}
 	}
 	if err := unix.PidfdSendSignal(t.pidfd, 0, nil, 0); err != nil {
-		return nil, fmt.Errorf("process %d ended while it was being read: %w", pid, err)
+		return nil, fmt.Errorf("process %d ended while it was being read: %w: %w", pid, ErrGone, err)
 	}
 	ok = true
 	return t, nil

@@ -3,6 +3,7 @@ package hostfs
 import (
 	"bufio"
 	"bytes"
+	"io/fs"
 	"path"
 	"strings"
 	"sync"
@@ -16,6 +17,24 @@ import (
 // that would read it could not look. Covers tells the two apart, so that
 // readers return "not captured" instead of "absent" and checks say NOT_RUN
 // instead of FAIL.
+
+// NotCapturedError: the root does not show Path (Covers is false): a
+// capture that did not copy it, or a pod's root that no mount gives it
+// (NotGiven). It is an fs.ErrNotExist too, so that a reader that only
+// asks "is it there" reads it as absent from this root.
+// Why, when set, is the error's text (what the reader concluded the
+// capture lacks).
+type NotCapturedError struct{ Path, Why string }
+
+func (e *NotCapturedError) Error() string {
+	if e.Why != "" {
+		return e.Why
+	}
+	return e.Path + ": not shown by this root (not captured)"
+}
+
+// Is makes errors.Is(err, fs.ErrNotExist) hold.
+func (e *NotCapturedError) Is(target error) bool { return target == fs.ErrNotExist }
 
 // CoveragePath holds, in a recorded snapshot, what the capture looked at
 // beyond the files it holds: one "absent PATH" line per path the readers

@@ -58,9 +58,11 @@ func (s *State) explain(readKernel func()) {
 		// keep neither.
 		s.On = Unknown
 		say("the tree holds no %s and no function has an iommu_group link: whether the kernel grouped any device cannot be told (a capture may keep neither)", GroupsDir)
+		s.UnknownWhy = s.Reasons[len(s.Reasons)-1]
 	default:
 		s.On = Unknown
 		say("%s could not be listed: %v", GroupsDir, s.GroupsErr)
+		s.UnknownWhy = s.Reasons[len(s.Reasons)-1]
 	}
 	if s.On == Yes && len(s.Units) > 0 {
 		names := make([]string, len(s.Units))

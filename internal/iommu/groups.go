@@ -175,6 +175,8 @@ type State struct {
 	// Reasons explain On: what was read, what it means, and what could
 	// not be told. They are evidence sentences, not findings.
 	Reasons []string
+	// UnknownWhy is, when On is Unknown, the reason that made it so.
+	UnknownWhy string
 }
 
 // Group returns the group with id, or nil.

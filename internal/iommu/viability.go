@@ -158,6 +158,8 @@ type GroupViability struct {
 	// Notes are inconsistencies seen on the way (a member whose
 	// iommu_group link names another group).
 	Notes []string
+	// DevicesErr is why the group's members could not be listed.
+	DevicesErr error
 }
 
 // Viabilities judges every group that holds an accelerator. inv is the
@@ -231,6 +233,7 @@ func groupViability(root *hostfs.Root, g Group, inv *pci.Inventory) GroupViabili
 		gv.Verdict = Viable
 	}
 	if g.DevicesErr != nil {
+		gv.DevicesErr = g.DevicesErr
 		gv.Notes = append(gv.Notes, "the members could not be listed: "+g.DevicesErr.Error())
 	}
 	gv.Shared = shared(gv)

@@ -29,19 +29,22 @@ func lintCluster(ctx context.Context, cfg *rest.Config, host string) (*lint.Clus
 	if err != nil {
 		return nil, err
 	}
-	c := &lint.Cluster{Server: host}
+	c := &lint.Cluster{Server: host, Why: cluster.APIWhy}
 	var wg sync.WaitGroup
-	wg.Go(func() { c.RuntimeClasses, c.RuntimeClassesErr = rcs.names(ctx) })
+	wg.Go(func() {
+		names, err := rcs.names(ctx)
+		c.RuntimeClasses, c.RuntimeClassesErr = names, cluster.Listing("runtimeclasses.node.k8s.io", "node.k8s.io/v1", "", false, err)
+	})
 	wg.Go(func() {
 		classes, err := dra.Classes(ctx)
-		c.DeviceClassesErr = err
+		c.DeviceClassesErr = cluster.Listing("deviceclasses.resource.k8s.io", "resource.k8s.io/v1", "", false, err)
 		for _, d := range classes {
 			c.DeviceClasses = append(c.DeviceClasses, d.Name)
 		}
 	})
 	wg.Go(func() {
 		nodes, err := dra.Nodes(ctx)
-		c.NodesErr = err
+		c.NodesErr = cluster.Listing("nodes", "v1", "", false, err)
 		c.Nodes = make([]corev1.Node, 0, len(nodes))
 		for _, n := range nodes {
 			c.Nodes = append(c.Nodes, *n)

@@ -1,7 +1,9 @@
 package kubecli
 
 import (
+	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -9,6 +11,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/accel-doctor/accel-doctor/internal/lint"
+	"github.com/accel-doctor/accel-doctor/internal/report"
 )
 
 func kubeconfigFor(t *testing.T, server string) string {
@@ -78,5 +83,62 @@ func TestLintClusterUnreadableIsNotRun(t *testing.T) {
 	}
 	if !strings.Contains(stdout, `cannot list /apis/node.k8s.io/v1/runtimeclasses`) || !strings.Contains(stdout, "cannot list /api/v1/nodes") {
 		t.Errorf("the reasons do not carry the API server's answer:\n%s", stdout)
+	}
+}
+
+// The cluster rules' NOT_RUN fixes follow the LIST's error: a 403 names
+// the verb and resource (`kubectl auth can-i`), a server that refuses
+// the connection is to be reached, with no word of RBAC; neither is the
+// rule's own (WARN or FAIL) fix.
+func TestLintClusterNotRunFixFollowsTheError(t *testing.T) {
+	forbidden := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(403)
+		fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"forbidden: %s","reason":"Forbidden","code":403}`, r.URL.Path)
+	}))
+	defer forbidden.Close()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := "http://" + l.Addr().String()
+	l.Close()
+	for _, c := range []struct {
+		server    string
+		want, not map[string]string // code -> what its fix says / must not say
+	}{
+		{forbidden.URL,
+			map[string]string{"LINT_CLUSTER_RUNTIMECLASS_MISSING": "`kubectl auth can-i list runtimeclasses.node.k8s.io`", "LINT_CLUSTER_NO_NODE_MATCHES": "`kubectl auth can-i list nodes`"},
+			map[string]string{"LINT_CLUSTER_RUNTIMECLASS_MISSING": "kubeconfig's server"}},
+		{refused,
+			map[string]string{"LINT_CLUSTER_RUNTIMECLASS_MISSING": "kubeconfig's server", "LINT_CLUSTER_NO_NODE_MATCHES": "kubeconfig's server"},
+			map[string]string{"LINT_CLUSTER_RUNTIMECLASS_MISSING": "auth can-i", "LINT_CLUSTER_NO_NODE_MATCHES": "auth can-i"}},
+	} {
+		stdout, _, _ := run(t, "lint", "--cluster", "--kubeconfig", kubeconfigFor(t, c.server), "-f", lintData+"planted-cluster", "-o", "json")
+		var rep report.Report
+		if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+			t.Fatalf("%s: %v: %s", c.server, err, stdout)
+		}
+		seen := map[string]bool{}
+		for _, f := range rep.Findings {
+			if f.Status != report.NotRun || !strings.HasPrefix(f.Code, "LINT_CLUSTER_") {
+				continue
+			}
+			seen[f.Code] = true
+			if cat, ok := lint.Lookup(f.Code); f.Remediation == "" || ok && strings.Contains(f.Remediation, cat.Remediation) {
+				t.Errorf("%s: %s: fix %q", c.server, f.Code, f.Remediation)
+			}
+			if w, ok := c.want[f.Code]; ok && !strings.Contains(f.Remediation, w) {
+				t.Errorf("%s: %s: fix %q does not say %q", c.server, f.Code, f.Remediation, w)
+			}
+			if n, ok := c.not[f.Code]; ok && strings.Contains(f.Remediation, n) {
+				t.Errorf("%s: %s: fix %q says %q", c.server, f.Code, f.Remediation, n)
+			}
+		}
+		for code := range c.want {
+			if !seen[code] {
+				t.Errorf("%s: no NOT_RUN %s", c.server, code)
+			}
+		}
 	}
 }

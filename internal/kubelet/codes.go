@@ -22,7 +22,7 @@ var Codes = []ProposedCode{{
 	Explain: `The device-plugin directory is there but listing it failed (permission, I/O), or a
 snapshot was taken without it. Nothing is concluded about the node's plugins.`,
 	Remediation: "Run as root, or take the snapshot on the node as root: `accel-doctor snapshot node.tgz`.",
-	Facts:       "DirState in (Unreadable, NotCaptured)",
+	Facts:       "DirState in (Unreadable, Denied, NotCaptured)",
 }, {
 	Code:   "KUBELET_SOCKET_OK",
 	Status: "PASS",
@@ -198,7 +198,7 @@ no device were allocated: running containers keep their devices while the kubele
 give the same devices to new pods. The evidence gives the stored and the computed
 checksums.`,
 	Remediation: "Drain the node (`kubectl drain NODE --ignore-daemonsets`), stop the kubelet (`systemctl stop kubelet`), remove the file (`rm /var/lib/kubelet/device-plugins/kubelet_internal_checkpoint`), start the kubelet (`systemctl start kubelet`) and uncordon (`kubectl uncordon NODE`).",
-	Facts:       "CheckpointState == Unreadable || !Checkpoint.ChecksumOK",
+	Facts:       "CheckpointState in (Unreadable, Denied) || !Checkpoint.ChecksumOK",
 }, {
 	Code:   "KUBELET_CHECKPOINT_OLD_FORMAT",
 	Status: "WARN",

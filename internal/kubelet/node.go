@@ -43,7 +43,15 @@ const (
 	Absent      State = "absent"       // the host does not have it
 	NotCaptured State = "not-captured" // a capture that did not look there
 	Unreadable  State = "unreadable"   // there, but reading it failed (Err)
+	// Denied: there, and this process may not read it (EACCES, EPERM):
+	// unreadable for want of privilege, which running as root fixes.
+	Denied State = "denied"
 )
+
+// CouldNotRead reports whether the state is a read that failed (for
+// want of privilege or otherwise), as opposed to present, absent or not
+// shown by the root.
+func (s State) CouldNotRead() bool { return s == Unreadable || s == Denied }
 
 // Node is what the node's kubelet directories and sockets show. Every
 // fact carries the path it came from; nothing here judges.
@@ -118,6 +126,9 @@ type capture struct {
 	Node   *Node `json:"node"`
 }
 
+// ErrKubeletDir: the kubelet directory given is not a host-absolute path.
+var ErrKubeletDir = errors.New("not a host-absolute path")
+
 // Read reads the node's kubelet state through root. On a snapshot it
 // replays what the sockets answered when the snapshot was taken (a
 // socket cannot be archived); on a host it dials each socket once, with
@@ -129,7 +140,7 @@ func Read(ctx context.Context, root *hostfs.Root, opts Options) (*Node, error) {
 		kdir = DefaultKubeletDir
 	}
 	if !strings.HasPrefix(kdir, "/") {
-		return nil, fmt.Errorf("kubelet dir %q is not a host-absolute path", kdir)
+		return nil, fmt.Errorf("kubelet dir %q: %w", kdir, ErrKubeletDir)
 	}
 	kdir = path.Clean(kdir)
 	if b, ok := root.Captured(captureName(kdir)); ok {
@@ -175,7 +186,7 @@ func Read(ctx context.Context, root *hostfs.Root, opts Options) (*Node, error) {
 			}
 			replies := caller.Call(ctx, root, calls, timeout)
 			if len(replies) != len(calls) {
-				replies = rpc.NotDialedReplies(calls, fmt.Sprintf("internal error: %d replies to %d calls", len(replies), len(calls)))
+				replies = rpc.NotDialedReplies(calls, fmt.Errorf("%w: %d replies to %d calls", rpc.ErrInternal, len(replies), len(calls)))
 			}
 			if calls[len(calls)-1].Method == rpc.MethodPodResourcesList {
 				n.PodResources = replies[len(replies)-1].PodResources
@@ -220,7 +231,7 @@ func notCaptured(root *hostfs.Root, kdir string) *Node {
 // /var/lib/kubelet/device-plugins has no checkpoint in it, but a tree
 // without /var/lib says nothing of either: a sysfs capture); NotCaptured when this root does not show that part of the host,
 // with the reason when the root was assembled from mounts and none gives p
-// (hostfs.NotGiven: a pod's /host); Unreadable with the error.
+// (hostfs.NotGiven: a pod's /host); Denied or Unreadable with the error.
 func StateOf(root *hostfs.Root, p, top string, err error) (State, string) {
 	switch {
 	case err == nil:
@@ -238,6 +249,8 @@ func StateOf(root *hostfs.Root, p, top string, err error) (State, string) {
 			return NotCaptured, why
 		}
 		return NotCaptured, ""
+	case errors.Is(err, fs.ErrPermission):
+		return Denied, err.Error()
 	}
 	return Unreadable, err.Error()
 }

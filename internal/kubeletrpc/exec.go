@@ -45,8 +45,10 @@ const (
 
 // Exec is the Caller that runs accel-doctor-kubelet, found by Find, as
 // `BINARY --root ROOT kubelet-rpc` with the calls, once per batch. Find
-// is called only when there is something to call. A helper that cannot be
-// found or fails gives NotDialed replies that say why.
+// is called only when there is something to call; it returns a
+// *HelperMissingError when there is none. A helper that cannot be found
+// or fails gives NotDialed replies that say why (CauseNoHelper,
+// CauseHelperFailed).
 type Exec struct {
 	Find func() (string, error)
 }
@@ -57,11 +59,11 @@ func (x Exec) Call(ctx context.Context, root *hostfs.Root, calls []Call, timeout
 	}
 	bin, err := x.Find()
 	if err != nil {
-		return NotDialedReplies(calls, err.Error())
+		return NotDialedReplies(calls, err)
 	}
 	replies, err := run(ctx, bin, root, calls, timeout)
 	if err != nil {
-		return NotDialedReplies(calls, err.Error())
+		return NotDialedReplies(calls, &HelperError{Path: bin, Err: err})
 	}
 	return replies
 }

@@ -2,7 +2,6 @@ package kubeletrpc
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +14,8 @@ import (
 // Exec's replies when the helper cannot answer are NotDialed, with the
 // reason, for every call: a helper not found, one that fails (its stderr
 // quoted, at most 4 KiB of it, however much it writes), one that answers
-// another number of calls.
+// another number of calls; each with its typed cause (CauseNoHelper names
+// the helper and its directory), which is what the fix follows from.
 func TestExecNotDialed(t *testing.T) {
 	calls := []Call{{Path: "/var/lib/kubelet/device-plugins/kubelet.sock", Method: MethodHealthCheck},
 		{Path: "/var/lib/kubelet/pod-resources/kubelet.sock", Method: MethodPodResourcesList}}
@@ -28,14 +28,17 @@ func TestExecNotDialed(t *testing.T) {
 		return func() (string, error) { return p, nil }
 	}
 	for _, c := range []struct {
-		name string
-		find func() (string, error)
-		want string
+		name  string
+		find  func() (string, error)
+		want  string
+		cause Cause
 	}{
-		{"not found", func() (string, error) { return "", errors.New("not beside this binary") }, "not beside this binary"},
-		{"fails", script(`head -c 100000 /dev/zero | tr '\0' x >&2; echo; echo last >&2; exit 3`), "exit status 3"},
-		{"answers fewer", script(`cat >/dev/null; echo '{"format":1,"replies":[]}'`), "answered 0 of 2 calls"},
-		{"another format", script(`cat >/dev/null; echo '{"format":9,"replies":[]}'`), "different releases"},
+		{"not found", func() (string, error) {
+			return "", &HelperMissingError{Name: "accel-doctor-kubelet", Dir: "/opt/ad"}
+		}, "accel-doctor-kubelet is neither in /opt/ad (beside this binary) nor on PATH", CauseNoHelper},
+		{"fails", script(`head -c 100000 /dev/zero | tr '\0' x >&2; echo; echo last >&2; exit 3`), "exit status 3", CauseHelperFailed},
+		{"answers fewer", script(`cat >/dev/null; echo '{"format":1,"replies":[]}'`), "answered 0 of 2 calls", CauseHelperFailed},
+		{"another format", script(`cat >/dev/null; echo '{"format":9,"replies":[]}'`), "different releases", CauseHelperFailed},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			replies := Exec{Find: c.find}.Call(context.Background(), root, calls, time.Second)
@@ -46,11 +49,20 @@ func TestExecNotDialed(t *testing.T) {
 				if r.Dial.Answer != NotDialed || r.Dial.Method != calls[i].Method || !strings.Contains(r.Dial.Err, c.want) || len(r.Dial.Err) > 5<<10 {
 					t.Errorf("reply %d: %+v (%d bytes of error)", i, r.Dial, len(r.Dial.Err))
 				}
+				if r.Dial.Cause != c.cause || r.Dial.Helper == nil || r.Dial.Helper.Name != "accel-doctor-kubelet" {
+					t.Errorf("reply %d: cause %q helper %+v, want %q of accel-doctor-kubelet", i, r.Dial.Cause, r.Dial.Helper, c.cause)
+				}
+				if c.cause == CauseNoHelper && r.Dial.Helper.Dir != "/opt/ad" {
+					t.Errorf("reply %d: helper dir %q", i, r.Dial.Helper.Dir)
+				}
 			}
 			if pr := replies[1].PodResources; pr == nil || pr.List.Answer != NotDialed || pr.Allocatable.Method != MethodGetAllocatableResources {
 				t.Errorf("PodResources reply %+v", pr)
 			}
 		})
+	}
+	if r := NoCaller.Call(context.Background(), root, calls[:1], time.Second); r[0].Dial.Cause != CauseNoCaller || r[0].Dial.Helper != nil {
+		t.Errorf("no caller: %+v", r[0].Dial)
 	}
 	if got := (Exec{Find: func() (string, error) { t.Fatal("looked for a helper with nothing to call"); return "", nil }}).Call(context.Background(), root, nil, time.Second); got != nil {
 		t.Errorf("no calls: %v", got)

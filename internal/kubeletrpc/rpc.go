@@ -19,7 +19,9 @@ package kubeletrpc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
+	"path"
 	"slices"
 	"time"
 
@@ -70,6 +72,85 @@ type Dial struct {
 	Method string `json:"method"`          // the full gRPC method called
 	Code   string `json:"code,omitempty"`  // the gRPC status code, when one came back
 	Err    string `json:"error,omitempty"` // the error, as the client saw it
+	// Cause is, for NotDialed, why no call was made (CauseOf the
+	// error), and Helper the helper it concerns: a Dial is JSON (the
+	// helper's answer, a snapshot's capture), where an error's type is
+	// lost.
+	Cause  Cause   `json:"cause,omitempty"`
+	Helper *Helper `json:"helper,omitempty"`
+}
+
+// Cause is why a call was not made (Answer NotDialed).
+type Cause string
+
+const (
+	// CauseNoCaller: this process was given no way to make calls.
+	CauseNoCaller Cause = "no-caller"
+	// CauseNoHelper: the helper that makes the calls is not installed
+	// (a HelperMissingError).
+	CauseNoHelper Cause = "no-helper"
+	// CauseHelperFailed: the helper ran and gave no answer that can be
+	// read (a HelperError).
+	CauseHelperFailed Cause = "helper-failed"
+	// CauseInternal: a bug: the caller gave no reply for a call.
+	CauseInternal Cause = "internal"
+)
+
+// Helper names the helper binary and the directory it belongs in.
+type Helper struct {
+	Name string `json:"name"`
+	Dir  string `json:"dir,omitempty"`
+}
+
+// ErrNoCaller is the error of a process that makes no calls.
+var ErrNoCaller = errors.New("this process makes no gRPC calls (no kubelet-rpc caller was given)")
+
+// ErrInternal marks a caller's bug (a reply per call was not given).
+var ErrInternal = errors.New("internal error")
+
+// HelperMissingError: the helper binary Name that makes the calls is
+// neither in Dir (beside the binary that needs it) nor on PATH.
+type HelperMissingError struct {
+	Name    string
+	Dir     string
+	Purpose string // what it does, for the message
+}
+
+func (e *HelperMissingError) Error() string {
+	what := ""
+	if e.Purpose != "" {
+		what = ", which " + e.Purpose + ","
+	}
+	where := "beside this binary"
+	if e.Dir != "" {
+		where = "in " + e.Dir + " (beside this binary)"
+	}
+	return fmt.Sprintf("%s%s is neither %s nor on PATH", e.Name, what, where)
+}
+
+// HelperError: the helper at Path ran and its answer could not be used.
+type HelperError struct {
+	Path string
+	Err  error
+}
+
+func (e *HelperError) Error() string { return e.Err.Error() }
+func (e *HelperError) Unwrap() error { return e.Err }
+
+// CauseOf classifies why a batch could not be called, and the helper
+// it concerns.
+func CauseOf(err error) (Cause, *Helper) {
+	var missing *HelperMissingError
+	var failed *HelperError
+	switch {
+	case errors.As(err, &missing):
+		return CauseNoHelper, &Helper{Name: missing.Name, Dir: missing.Dir}
+	case errors.As(err, &failed):
+		return CauseHelperFailed, &Helper{Name: path.Base(failed.Path), Dir: path.Dir(failed.Path)}
+	case errors.Is(err, ErrNoCaller):
+		return CauseNoCaller, nil
+	}
+	return CauseInternal, nil
 }
 
 // OK reports whether a gRPC server answered (the method or
@@ -233,11 +314,13 @@ type Caller interface {
 	Call(ctx context.Context, root *hostfs.Root, calls []Call, timeout time.Duration) []Reply
 }
 
-// NotDialedReplies are the replies of calls that could not be made.
-func NotDialedReplies(calls []Call, why string) []Reply {
+// NotDialedReplies are the replies of calls that could not be made, for
+// err (CauseOf says why).
+func NotDialedReplies(calls []Call, err error) []Reply {
+	cause, helper := CauseOf(err)
 	out := make([]Reply, len(calls))
 	for i, c := range calls {
-		out[i].Dial = Dial{Answer: NotDialed, Method: c.Method, Err: why}
+		out[i].Dial = Dial{Answer: NotDialed, Method: c.Method, Err: err.Error(), Cause: cause, Helper: helper}
 		if c.Method == MethodPodResourcesList {
 			a := out[i].Dial
 			a.Method = MethodGetAllocatableResources
@@ -248,12 +331,16 @@ func NotDialedReplies(calls []Call, why string) []Reply {
 }
 
 // NoCaller is what a reader calls with when it was given no Caller.
-var NoCaller Caller = None{Why: "this process makes no gRPC calls (no kubelet-rpc caller was given)"}
+var NoCaller Caller = None{Err: ErrNoCaller}
 
 // None is the Caller of a process that cannot make calls: every reply is
 // NotDialed with its reason.
-type None struct{ Why string }
+type None struct{ Err error }
 
 func (n None) Call(_ context.Context, _ *hostfs.Root, calls []Call, _ time.Duration) []Reply {
-	return NotDialedReplies(calls, n.Why)
+	err := n.Err
+	if err == nil {
+		err = ErrNoCaller
+	}
+	return NotDialedReplies(calls, err)
 }

@@ -27,6 +27,11 @@ type Cluster struct {
 	DeviceClassesErr  error
 	Nodes             []corev1.Node
 	NodesErr          error
+	// Why is the why of a LIST's error (the reason given), whose fix
+	// follows from the error's class: the reader of the API server
+	// knows the classes (internal/cluster's APIWhy); nil: the reason
+	// alone, with a fix that says how to see the error.
+	Why func(reason string, err error) report.Why
 }
 
 // claimDoc is a ResourceClaim or ResourceClaimTemplate of the input.
@@ -70,8 +75,12 @@ func anyVerdict(fs []report.Finding) bool {
 func (l *linter) notRun(subject, source, code, what string, err error) {
 	f := finding(code, subject, fmt.Sprintf("not checked: %s could not be listed", what),
 		[]report.Evidence{{Path: "source", Value: source}, {Path: "cluster", Value: l.cluster.Server}})
-	f.Status = report.NotRun
-	f.Reason = fmt.Sprintf("list %s: %v", what, err)
+	reason := fmt.Sprintf("list %s: %v", what, err)
+	why := report.Explain(reason, "Run `kubectl get "+what+"` with the same kubeconfig and context: the API server's answer says what is wrong.")
+	if l.cluster.Why != nil {
+		why = l.cluster.Why(reason, err)
+	}
+	f.CouldNotLook(why)
 	l.res.Findings = append(l.res.Findings, f)
 }
 

@@ -327,14 +327,16 @@ func (l *linter) skippedFindings() []report.Finding {
 		f := finding(CodeKindSkipped, "objects not judged",
 			fmt.Sprintf("not judged: %d %s (%s)", n, plural(n, "object"), strings.Join(names, ", ")),
 			[]report.Evidence{{Path: "sources", Value: sources(l.notJudged)}})
-		f.Reason = "no pod template lint reads (lint reads Pod, Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob, and ResourceClaims for their classes)"
+		f.CouldNotLook(report.Explain("no pod template lint reads (lint reads Pod, Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob, and ResourceClaims for their classes)",
+			"Nothing to do for objects that run no pod. For a kustomization, lint what it renders (`kubectl kustomize DIR | accel-doctor lint -f -`); for a custom resource whose operator makes pods, lint the Pod it makes (`kubectl get pod POD -o yaml > pod.yaml; accel-doctor lint -f pod.yaml`)."))
 		out = append(out, f)
 	}
 	if n := len(l.notObjects); n > 0 {
 		f := finding(CodeNotAnObject, "not Kubernetes objects",
 			fmt.Sprintf("skipped: %d %s with no apiVersion and no kind, not a Kubernetes object", n, plural(n, "document")),
 			[]report.Evidence{{Path: "sources", Value: sources(l.notObjects)}})
-		f.Reason = "not a Kubernetes object (a mapping with neither apiVersion nor kind): nothing for lint to read"
+		f.CouldNotLook(report.Explain("not a Kubernetes object (a mapping with neither apiVersion nor kind): nothing for lint to read",
+			"Nothing to do if the file is for another tool (a plugin's config, Helm values); if it is meant as a manifest, add its apiVersion and kind."))
 		out = append(out, f)
 	}
 	return out
@@ -400,8 +402,15 @@ func finding(code, subject, summary string, ev []report.Evidence) report.Finding
 	if !ok {
 		panic("lint: code not in the catalog: " + code) // a programming error, caught by the tests
 	}
-	return report.Finding{Check: CheckID, Code: code, Layer: report.LayerKube, Status: report.Status(c.Status),
-		Subject: subject, Summary: summary, Evidence: ev, Remediation: c.Remediation}
+	st := report.Status(c.Status)
+	f := report.Finding{Check: CheckID, Code: code, Layer: report.LayerKube, Status: st,
+		Subject: subject, Summary: summary, Evidence: ev}
+	if st == report.Warn || st == report.Fail {
+		// A NOT_RUN's fix is its why's (Finding.CouldNotLook): the
+		// catalog's is for the WARN or FAIL the rule would have judged.
+		f.Remediation = c.Remediation
+	}
+	return f
 }
 
 // add records a rule's finding on a workload; the source comes first in

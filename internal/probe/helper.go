@@ -58,6 +58,34 @@ type Step struct {
 	OK       bool   `json:"ok"`
 }
 
+// Skip is why a step was not made, typed (LibProbe.Skip, Ioctl.Skip):
+// the fix follows from it. It is JSON, as the probe's report is (the
+// host-side container --probe reads it back from inside the container).
+type Skip string
+
+const (
+	// SkipNotAsked: turned off (--no-libraries).
+	SkipNotAsked Skip = "not-asked"
+	// SkipNoLibrary: the library is in no place the loader searches.
+	SkipNoLibrary Skip = "no-library"
+	// SkipNoHelper: the helper that loads it (HelperName) is not there.
+	SkipNoHelper Skip = "no-helper"
+	// SkipHelperUnusable: the helper is there and could not be run.
+	SkipHelperUnusable Skip = "helper-unusable"
+	// SkipNoLoader: this file system has no glibc dynamic loader, so no
+	// glibc program runs here.
+	SkipNoLoader Skip = "no-loader"
+	// SkipOpenFailed: the open before the ioctl failed.
+	SkipOpenFailed Skip = "open-failed"
+	// SkipNotChar: the node is not a character device.
+	SkipNotChar Skip = "not-char"
+	// SkipArch: this architecture's ioctl encoding is not carried.
+	SkipArch Skip = "arch"
+	// SkipByDesign: the kind is probed otherwise (the NVIDIA ioctls are
+	// the library steps' to make).
+	SkipByDesign Skip = "by-design"
+)
+
 // HelperLine is one line the helper writes on its stdout.
 type HelperLine struct {
 	Lib    string `json:"lib"`              // HelperCUDA or HelperNVML
@@ -73,7 +101,9 @@ type LibProbe struct {
 	Library string     `json:"library"` // LibCUDA or LibNVML
 	Search  *LibSearch `json:"search,omitempty"`
 	// NotRun is why the steps could not run; nothing else is set then.
+	// Skip is the same, typed: what the fix follows from.
 	NotRun string `json:"not_run,omitempty"`
+	Skip   Skip   `json:"skip,omitempty"`
 	Helper string `json:"helper,omitempty"` // the helper executed
 	Loaded string `json:"loaded,omitempty"`
 	Steps  []Step `json:"steps,omitempty"`
@@ -181,19 +211,19 @@ func RunHelper(ctx context.Context, h Helper, libs []*LibProbe) {
 	if len(libs) == 0 {
 		return
 	}
-	notRun := func(why string) {
+	notRun := func(skip Skip, why string) {
 		for _, l := range libs {
-			l.NotRun = why
+			l.NotRun, l.Skip = why, skip
 		}
 	}
 	interp, err := ProgramInterpreter(h.File)
 	if err != nil {
-		notRun(fmt.Sprintf("the helper %s is not a readable executable: %v", h.Path, err))
+		notRun(SkipHelperUnusable, fmt.Sprintf("the helper %s is not a readable executable: %v", h.Path, err))
 		return
 	}
 	if interp != "" {
 		if _, err := os.Stat(interp); err != nil {
-			notRun(fmt.Sprintf("the helper needs the dynamic loader %s, which this file system does not have (%v): no glibc program, and so no %s, can be loaded here", interp, errors.Unwrap(err), libs[0].Library))
+			notRun(SkipNoLoader, fmt.Sprintf("the helper needs the dynamic loader %s, which this file system does not have (%v): no glibc program, and so no %s, can be loaded here", interp, errors.Unwrap(err), libs[0].Library))
 			return
 		}
 	}
@@ -222,14 +252,14 @@ func RunHelper(ctx context.Context, h Helper, libs []*LibProbe) {
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		notRun("helper stdout: " + err.Error())
+		notRun(SkipHelperUnusable, "helper stdout: "+err.Error())
 		return
 	}
 	// A helper killed at the timeout may leave a grandchild holding the
 	// pipe; WaitDelay stops the wait for it.
 	cmd.WaitDelay = 2 * time.Second
 	if err := cmd.Start(); err != nil {
-		notRun(fmt.Sprintf("the helper could not be started: %v", err))
+		notRun(SkipHelperUnusable, fmt.Sprintf("the helper could not be started: %v", err))
 		return
 	}
 	perr := ParseHelperOutput(out, by)

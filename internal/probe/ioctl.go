@@ -172,8 +172,10 @@ type Ioctl struct {
 	ErrnoName string     `json:"errno_name,omitempty"`
 	Class     IoctlClass `json:"class,omitempty"`
 	Message   string     `json:"message,omitempty"`
-	// NotRun is why the ioctl was not made; Class is empty then.
+	// NotRun is why the ioctl was not made; Class is empty then. Skip
+	// is the same, typed.
 	NotRun string `json:"not_run,omitempty"`
+	Skip   Skip   `json:"skip,omitempty"`
 	// What the driver answered; one of these is set when Class is
 	// Answered.
 	DRM       *DRMVersion      `json:"drm,omitempty"`
@@ -444,6 +446,6 @@ func KFDGetVersion(fd int) Ioctl {
 var ErrArchUnsupported = errors.New("the ioctl numbers are encoded for 64-bit asm-generic architectures (amd64, arm64, riscv64, loong64) only; not " + runtime.GOARCH)
 
 func unsupportedArch(c Ioctl) Ioctl {
-	c.NotRun = ErrArchUnsupported.Error()
+	c.NotRun, c.Skip = ErrArchUnsupported.Error(), SkipArch
 	return c
 }

@@ -188,13 +188,13 @@ func ProbeNode(p string, kind Kind) NodeProbe {
 	n.Open = r
 	n.Ioctl = Ioctl{Name: kind.ioctlName()}
 	if fd < 0 {
-		n.Ioctl.NotRun = fmt.Sprintf("the open failed (%s)", failure(r))
+		n.Ioctl.NotRun, n.Ioctl.Skip = fmt.Sprintf("the open failed (%s)", failure(r)), SkipOpenFailed
 		return n
 	}
 	defer unix.Close(fd)
 	n.IsChar = strings.HasPrefix(r.Node, "c ")
 	if !n.IsChar {
-		n.Ioctl.NotRun = fmt.Sprintf("not a character device (%s)", fileType(r.Node))
+		n.Ioctl.NotRun, n.Ioctl.Skip = fmt.Sprintf("not a character device (%s)", fileType(r.Node)), SkipNotChar
 		return n
 	}
 	switch kind {
@@ -209,11 +209,11 @@ func ProbeNode(p string, kind Kind) NodeProbe {
 	case KindVFIOGroup:
 		n.Ioctl = VFIOGroupProbe(fd)
 	case KindNVIDIA:
-		n.Ioctl.NotRun = "the NVIDIA driver's ioctls are its private interface; the CUDA and NVML steps use them"
+		n.Ioctl.NotRun, n.Ioctl.Skip = "the NVIDIA driver's ioctls are its private interface; the CUDA and NVML steps use them", SkipByDesign
 	case KindNVIDIACap:
-		n.Ioctl.NotRun = "a capability node is only opened: the open is the check (the driver library does no more)"
+		n.Ioctl.NotRun, n.Ioctl.Skip = "a capability node is only opened: the open is the check (the driver library does no more)", SkipByDesign
 	case KindVFIODevice:
-		n.Ioctl.NotRun = "a VFIO device cdev answers nothing before it is bound to an iommufd (VFIO_DEVICE_BIND_IOMMUFD), which this probe does not do"
+		n.Ioctl.NotRun, n.Ioctl.Skip = "a VFIO device cdev answers nothing before it is bound to an iommufd (VFIO_DEVICE_BIND_IOMMUFD), which this probe does not do", SkipByDesign
 	}
 	return n
 }

@@ -87,6 +87,7 @@ func Run(ctx context.Context, opt Options) *Report {
 	r.CUDA = LibProbe{Lib: HelperCUDA, Library: LibCUDA}
 	if opt.NoLibraries {
 		r.NVML.NotRun, r.CUDA.NotRun = "not asked (--no-libraries)", "not asked (--no-libraries)"
+		r.NVML.Skip, r.CUDA.Skip = SkipNotAsked, SkipNotAsked
 	} else {
 		runLibraries(ctx, opt, r)
 	}
@@ -136,7 +137,7 @@ func runLibraries(ctx context.Context, opt Options, r *Report) {
 		s := FindLibrary(l.Library, getenv)
 		l.Search = &s
 		if s.Found == "" {
-			l.NotRun = s.SearchedString()
+			l.NotRun, l.Skip = s.SearchedString(), SkipNoLibrary
 			continue
 		}
 		found = append(found, l)
@@ -151,6 +152,7 @@ func runLibraries(ctx context.Context, opt Options, r *Report) {
 			if err != nil {
 				for _, l := range found {
 					l.NotRun = fmt.Sprintf("%s is at %s, but the helper cannot be looked for beside this executable: %v", l.Library, l.Search.Found, err)
+					l.Skip = SkipNoHelper
 				}
 				return
 			}
@@ -165,6 +167,10 @@ func runLibraries(ctx context.Context, opt Options, r *Report) {
 			for _, l := range found {
 				l.NotRun = fmt.Sprintf("%s is at %s, but the helper that loads it, %s, cannot be opened (%s): accel-doctor is a static binary and cannot load glibc libraries itself; install %s beside it or give --cuda-helper",
 					l.Library, l.Search.Found, h.Path, why, HelperName)
+				l.Skip = SkipNoHelper
+				if !errors.Is(err, os.ErrNotExist) {
+					l.Skip = SkipHelperUnusable
+				}
 			}
 			return
 		}

@@ -38,6 +38,9 @@ type AppliedCheck struct {
 	Subject string // the container path or the variable's name
 	Outcome CheckOutcome
 	State   ReadState // ReadOK, or why the outcome is CheckUnknown
+	// Read is, for CheckUnknown, the read that failed (its host path
+	// and error).
+	Read ProcRead
 	// Diffs says what differs, one line each ("major:minor 195:1, want
 	// 195:0").
 	Diffs    []string
@@ -79,7 +82,7 @@ func (a *Applied) entry(p string) (DevEntry, bool) {
 }
 
 func unknown(c AppliedCheck, r ProcRead) AppliedCheck {
-	c.Outcome, c.State = CheckUnknown, r.State
+	c.Outcome, c.State, c.Read = CheckUnknown, r.State, r
 	c.Evidence = append(c.Evidence, r.String())
 	return c
 }

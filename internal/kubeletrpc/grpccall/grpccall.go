@@ -96,7 +96,7 @@ func call(ctx context.Context, root *hostfs.Root, c rpc.Call, timeout time.Durat
 		}
 		return r
 	}
-	return rpc.Reply{Dial: rpc.Dial{Answer: rpc.NotDialed, Method: c.Method, Err: "not one of the read-only calls"}}
+	return rpc.Reply{Dial: rpc.Dial{Answer: rpc.NotDialed, Method: c.Method, Err: "not one of the read-only calls", Cause: rpc.CauseInternal}}
 }
 
 func podResources(ctx context.Context, c *client, p string) *rpc.PodResources {
