@@ -60,9 +60,6 @@ Exit status: 0 no FAIL; 1 a FAIL (an initContainer gate stops the pod);
 error. --facts prints what was observed as JSON, without judgement.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if g.rootSet {
-				return usageErr("probe examines this process's own view of the system; --root does not apply (run it inside the container, or use 'container --probe' from the host)")
-			}
 			r := probe.Run(probeContext(cmd), opt)
 			if facts {
 				enc := json.NewEncoder(g.stdout)
@@ -90,8 +87,9 @@ error. --facts prints what was observed as JSON, without judgement.`,
 	f.BoolVar(&opt.NoLibraries, "no-libraries", false, "skip the NVML and CUDA steps")
 	f.StringVar(&termLog, "termination-log", terminationLog, "write the summary here if the file exists ('' never)")
 	f.BoolVar(&facts, "facts", false, "print the observations as JSON (no findings)")
-	f.BoolVarP(&verbose, "verbose", "v", false, "text output: list every check, the ones that passed too")
+	Flag(f, "verbose", "").Bool(&verbose, false)
 	g.addOutputFlag(cmd)
+	g.refuseRoot(cmd, "it examines this process's own view of the system (run it inside the container, or use 'container --probe' from the host)")
 	return cmd
 }
 

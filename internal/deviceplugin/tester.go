@@ -42,6 +42,11 @@ type TestOptions struct {
 	// Root is the host: its NUMA nodes, the host paths and CDI specs
 	// Allocate's answers name (default "/").
 	Root *hostfs.Root
+	// CDISpecDirs are the CDI spec directories (host paths, in priority
+	// order) the CDI names Allocate answers must resolve in; nil: the
+	// runtime's cdi_spec_dirs, else /etc/cdi and /var/run/cdi, as a
+	// container on this host would get them (internal/cdi).
+	CDISpecDirs []string
 	// Trigger changes one device's health when called (the mock's
 	// SIGUSR1); nil: the health-update latency is NOT_RUN.
 	Trigger func(ctx context.Context) error
@@ -388,7 +393,7 @@ func Test(ctx context.Context, o TestOptions) (*TestResult, error) {
 	if o.Socket != "" {
 		t := &tester{o: o, res: res, subject: o.Socket}
 		t.contract(ctx, o.Socket, nil)
-		res.notRun("register", o.Socket, "--socket dials the plugin directly: registration is checked with --kubelet-dir")
+		res.notRun("register", o.Socket, "--device-plugin-socket dials the plugin directly: registration is checked with --device-plugin-dir")
 		return res, nil
 	}
 	return testAsKubelet(ctx, o, res)
@@ -1007,7 +1012,7 @@ func (t *tester) judgeAllocate(sock string, resp *pluginapi.AllocateResponse, id
 			continue
 		}
 		injects = append(injects, ev("", "CDI device %s", cd.Name))
-		chk := cdi.Check(t.o.Root, cd.Name, cdi.Options{})
+		chk := cdi.Check(t.o.Root, cd.Name, cdi.Options{Dirs: t.o.CDISpecDirs})
 		resolved := false
 		var why []report.Evidence
 		for _, f := range chk.Facts {

@@ -82,7 +82,7 @@ request it stay Pending with "Insufficient RESOURCE". A plugin that started befo
 kubelet.sock existed and does not watch for it, one that registers with a
 different directory (the kubelet's is /var/lib/kubelet/device-plugins), or one
 that exited all look like this.`,
-		"Start the plugin against the same directory (`accel-doctor plugin test --kubelet-dir DIR` serves DIR/kubelet.sock), and read its log; in a cluster, `journalctl -u kubelet` shows \"Got registration request from device plugin\" when one registers."},
+		"Start the plugin against the same directory (`accel-doctor plugin test --device-plugin-dir DIR` serves DIR/kubelet.sock), and read its log; in a cluster, `journalctl -u kubelet` shows \"Got registration request from device plugin\" when one registers."},
 	{CodeAPIVersion, "FAIL", "the plugin registers with an API version the kubelet does not support",
 		`The Register request named a version other than v1beta1, the only one the
 kubelet supports (k8s.io/kubelet deviceplugin/v1beta1 SupportedVersions). The
@@ -90,7 +90,7 @@ kubelet refuses it with "requested API version %q is not supported by kubelet.
 Supported version is %q" (pkg/kubelet/cm/devicemanager/plugin/v1beta1/api.go,
 errUnsupportedVersion) and never uses the plugin: the resource does not appear
 on the node. The evidence gives the version sent.`,
-		"Build the plugin against k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1 and send its Version constant; then `accel-doctor plugin test --kubelet-dir DIR` again."},
+		"Build the plugin against k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1 and send its Version constant; then `accel-doctor plugin test --device-plugin-dir DIR` again."},
 	{CodeResourceNameInvalid, "FAIL", "the plugin registers an invalid extended resource name",
 		`The kubelet accepts only extended resource names (v1helper.IsExtendedResourceName,
 called from Register in plugin/v1beta1/server.go): a domain prefix that is not
@@ -100,11 +100,12 @@ beginning and ending alphanumeric). Otherwise it answers "the ResourceName %q is
 invalid" and ignores the plugin. The evidence gives the rule that failed.`,
 		"Register a name such as vendor.example.com/gpu; pods must request the same name."},
 	{CodeEndpointUnreachable, "FAIL", "the plugin's endpoint does not answer",
-		`The socket the plugin registered (or the one given with --socket) could not be
-dialled, or did not answer GetDevicePluginOptions, within the timeout, not even
-after the registration. The kubelet's Register handler dials the endpoint back
-before it answers (plugin/v1beta1/server.go connectClient) and fails the
-registration with "failed to dial device plugin: ..." when it cannot.`,
+		`The socket the plugin registered (or the one given with --device-plugin-socket)
+could not be dialled, or did not answer GetDevicePluginOptions, within the
+timeout, not even after the registration. The kubelet's Register handler dials
+the endpoint back before it answers (plugin/v1beta1/server.go connectClient)
+and fails the registration with "failed to dial device plugin: ..." when it
+cannot.`,
 		"Check that the plugin listens on the socket it registers, in the same directory (`ls -l` the directory the evidence names), and that it is still running."},
 	{CodeRegisterBeforeServe, "FAIL", "the plugin registered before it served",
 		`At Register time the plugin's socket did not answer (the kubelet waits 10 s,
@@ -112,7 +113,7 @@ plugin/v1beta1/client.go dial, then fails the registration with "failed to dial
 device plugin: context deadline exceeded"), yet it answered later. The plugin
 calls Register before its gRPC server listens; the kubelet has refused it by the
 time it does, and unless it registers again the resource never appears.`,
-		"Start the gRPC server on the socket, check that it answers, and only then call Register (`accel-doctor plugin serve` does so); then `accel-doctor plugin test --kubelet-dir DIR`."},
+		"Start the gRPC server on the socket, check that it answers, and only then call Register (`accel-doctor plugin serve` does so); then `accel-doctor plugin test --device-plugin-dir DIR`."},
 	{CodeDuplicateRegistration, "FAIL", "two endpoints registered the same resource",
 		`Two Register calls named the same resource with different sockets: two
 instances of a plugin (a rolling update, a DaemonSet and a static pod). The
