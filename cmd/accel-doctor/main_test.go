@@ -139,7 +139,7 @@ func TestNothingToExamineIsAnError(t *testing.T) {
 		{[]string{"check", "--cgroup", "/accel-doctor-no-such-cgroup"}, "no such cgroup"},
 		{[]string{"check", "--pid", "1", "--cgroup", "/"}, "give one"},
 		{[]string{"check", "--root", hosts + "kvm-virtio", "--snapshot", "demo"}, "--root and --snapshot"},
-		{[]string{"check", "--snapshot", "demo", "--spec", "/no/such/config.json"}, "no such file"},
+		{[]string{"check", "--snapshot", "demo", "--oci-spec", "/no/such/config.json"}, "no such file"},
 		{[]string{"cgroup", "eval", "--snapshot", "demo", "--pid", "999"}, "pid 999"},
 	} {
 		r := runBin(t, nil, c.args...)

@@ -25,7 +25,7 @@ func TestDiagnosisWritesNothing(t *testing.T) {
 	for _, args := range [][]string{
 		{"check"},
 		{"check", "--snapshot", "demo"},
-		{"check", "--root", hosts + "nvidia-h100x8-k8s-cgroupv1", "--pid", "4242", "--spec", "/run/containerd/io.containerd.runtime.v2.task/k8s.io/5e1c0ffee0ddba11/config.json"},
+		{"check", "--root", hosts + "nvidia-h100x8-k8s-cgroupv1", "--pid", "4242", "--oci-spec", "/run/containerd/io.containerd.runtime.v2.task/k8s.io/5e1c0ffee0ddba11/config.json"},
 		{"pci"},
 		{"pci", "--snapshot", "demo", "-o", "json"},
 		{"cgroup", "eval", "--pid", fmt.Sprint(os.Getpid())},

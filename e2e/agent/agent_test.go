@@ -232,7 +232,7 @@ func TestAgentPublishesToRealAPIServer(t *testing.T) {
 	for _, w := range cases {
 		addrs[w.node] = freeAddr(t)
 		procs[w.node] = harness.StartAccelDoctor(t, "--root", repoFile(t, w.fixture), "agent",
-			"--node-name", w.node, "--interval", "1s", "--heartbeat", "2s", "--listen", addrs[w.node], "--kubeconfig", kubeconfig)
+			"--node-name", w.node, "--interval", "1s", "--heartbeat", "2s", "--metrics-address", addrs[w.node], "--kubeconfig", kubeconfig)
 	}
 	for _, w := range cases {
 		t.Run(w.node, func(t *testing.T) {
@@ -351,7 +351,7 @@ func TestAgentPublishesToRealAPIServer(t *testing.T) {
 		_, deadKC := saConfig(t, ctx, c, "https://"+freeAddr(t))
 		addr := freeAddr(t)
 		p := harness.StartAccelDoctor(t, "--root", repoFile(t, "testdata/hosts/demo-h100x8-faults"), "agent",
-			"--node-name", "gpu-faults", "--interval", "1s", "--listen", addr, "--kubeconfig", deadKC)
+			"--node-name", "gpu-faults", "--interval", "1s", "--metrics-address", addr, "--kubeconfig", deadKC)
 		_, err := apiserver.WaitFor(ctx, 30*time.Second, func(context.Context) (bool, error) {
 			code, page, err := scrape(addr, "/metrics")
 			if err != nil || code != 200 {

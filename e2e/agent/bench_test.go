@@ -19,7 +19,7 @@ func BenchmarkScrapeHTTP(b *testing.B) {
 	harness.AccelDoctor(b)
 	addr := freeAddr(b)
 	p := harness.StartAccelDoctor(b, "--root", repoFile(b, "testdata/hosts/demo-h100x8-faults"), "agent",
-		"--node-name", "node-1", "--interval", "1s", "--listen", addr, "--metrics-only")
+		"--node-name", "node-1", "--interval", "1s", "--metrics-address", addr, "--metrics-only")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := apiserver.WaitFor(ctx, 20*time.Second, func(context.Context) (bool, error) {

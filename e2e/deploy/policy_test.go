@@ -211,8 +211,8 @@ func TestAgentOwnNodePolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	addrB := freeAddr(t)
-	harness.StartAccelDoctor(t, "--root", root, "agent", "--node-name", "node-a", "--interval", "1s", "--listen", freeAddr(t), "--kubeconfig", kcPath)
-	harness.StartAccelDoctor(t, "--root", root, "agent", "--node-name", "node-b", "--interval", "1s", "--listen", addrB, "--kubeconfig", kcPath)
+	harness.StartAccelDoctor(t, "--root", root, "agent", "--node-name", "node-a", "--interval", "1s", "--metrics-address", freeAddr(t), "--kubeconfig", kcPath)
+	harness.StartAccelDoctor(t, "--root", root, "agent", "--node-name", "node-b", "--interval", "1s", "--metrics-address", addrB, "--kubeconfig", kcPath)
 	if _, err := apiserver.WaitFor(ctx, 60*time.Second, func(ctx context.Context) (bool, error) {
 		n, err := c.Client.CoreV1().Nodes().Get(ctx, "node-a", metav1.GetOptions{})
 		if err != nil {

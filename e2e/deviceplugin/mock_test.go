@@ -71,7 +71,7 @@ func docQuotes(t *testing.T, symptom, managerText string, repl ...string) {
 func startMock(t *testing.T, mode string, want int) (*harness.Kubelet, *harness.Proc) {
 	t.Helper()
 	k := harness.Start(t, harness.Options{})
-	p := harness.StartAccelDoctor(t, "plugin", "mock", "--kubelet-dir", k.Dir, "--resource", mockResource, "--devices", "2", "--mode", mode)
+	p := harness.StartAccelDoctor(t, "plugin", "mock", "--device-plugin-dir", k.Dir, "--resource", mockResource, "--devices", "2", "--mode", mode)
 	t.Cleanup(func() {
 		if code := p.Stop(); code != want {
 			t.Errorf("plugin mock --mode %s: exit %d, want %d", mode, code, want)

@@ -83,7 +83,7 @@ func startOurs(t testing.TB, n int) (*harness.Kubelet, *harness.Proc) {
 	}
 	harness.AccelDoctor(t) // built before the clock starts
 	start := time.Now()
-	p := harness.StartAccelDoctor(t, "--root", k.Root, "plugin", "serve", "--config", cfg, "--kubelet-dir", k.Dir)
+	p := harness.StartAccelDoctor(t, "--root", k.Root, "plugin", "serve", "--config", cfg, "--device-plugin-dir", k.Dir)
 	t.Cleanup(func() {
 		if code := p.Stop(); code != 0 {
 			t.Errorf("plugin serve: exit %d after SIGTERM, want 0", code)
@@ -264,16 +264,16 @@ func TestOursKubeletRestart(t *testing.T) {
 	checkClean(t, k)
 }
 
-// `plugin test --socket` (as a process) against our plugin while the
+// `plugin test --device-plugin-socket` (as a process) against our plugin while the
 // manager is connected to it too: a second client of ListAndWatch and
 // Allocate finds no defect, and the manager's view is unchanged.
 func TestOursPluginTestBesideTheManager(t *testing.T) {
 	k, _ := startOurs(t, 2)
 	sock := filepath.Join(k.Dir, "accel-doctor-example.com_accel.sock")
-	cmd := exec.Command(harness.AccelDoctor(t), "--root", k.Root, "plugin", "test", "--socket", sock, "--timeout", "5s", "--watch", "300ms", "-o", "json")
+	cmd := exec.Command(harness.AccelDoctor(t), "--root", k.Root, "plugin", "test", "--device-plugin-socket", sock, "--timeout", "5s", "--watch", "300ms", "-o", "json")
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("plugin test --socket %s: %v\n%s", sock, err, out)
+		t.Fatalf("plugin test --device-plugin-socket %s: %v\n%s", sock, err, out)
 	}
 	var rep struct{ Findings []harness.Finding }
 	if err := json.Unmarshal(out, &rep); err != nil {
@@ -328,7 +328,7 @@ func TestOursGPUGoneWhileAllocated(t *testing.T) {
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := harness.StartAccelDoctor(t, "--root", k.Root, "plugin", "serve", "--config", cfg, "--kubelet-dir", k.Dir)
+	p := harness.StartAccelDoctor(t, "--root", k.Root, "plugin", "serve", "--config", cfg, "--device-plugin-dir", k.Dir)
 	t.Cleanup(func() {
 		p.Stop()
 		if err := k.WaitPluginsGone(context.Background()); err != nil {

@@ -329,7 +329,7 @@ func staleSlice(t *testing.T, n *node) {
 // DRA mock prepares a claim on mock-0: check WARNs that mock-0 is
 // advertised twice.
 func duplicateWithPlugin(t *testing.T, n *node) {
-	dp := harness.StartAccelDoctor(t, "plugin", "mock", "--kubelet-dir", n.k.Dir, "--resource", dpResource, "--devices", "2", "--mode", "healthy")
+	dp := harness.StartAccelDoctor(t, "plugin", "mock", "--device-plugin-dir", n.k.Dir, "--resource", dpResource, "--devices", "2", "--mode", "healthy")
 	t.Cleanup(func() {
 		if code := dp.Stop(); code != 0 {
 			t.Errorf("plugin mock (device plugin): exit %d, want 0", code)

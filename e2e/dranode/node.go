@@ -245,7 +245,7 @@ func (n *node) logEvents() {
 func (n *node) startMock(driver, mode string, extra ...string) *harness.Proc {
 	n.t.Helper()
 	args := append([]string{"plugin", "mock", "--dra", "--driver", driver, "--mode", mode, "--devices", "2",
-		"--plugins-registry", n.registry, "--plugin-dir", pluginsDir + "/" + driver, "--cdi-dir", n.cdiDir,
+		"--plugins-registry", n.registry, "--plugin-data-dir", pluginsDir + "/" + driver, "--cdi-spec-dir", n.cdiDir,
 		"--node-name", n.name, "--kubeconfig", n.c.Kubeconfig}, extra...)
 	p := harness.StartAccelDoctor(n.t, args...)
 	// Runs before StartAccelDoctor's own cleanup: a stop is SIGTERM, and

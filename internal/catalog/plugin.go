@@ -73,7 +73,7 @@ request it stay Pending with "Insufficient RESOURCE". A plugin that started befo
 kubelet.sock existed and does not watch for it, one that registers with a
 different directory (the kubelet's is /var/lib/kubelet/device-plugins), or one
 that exited all look like this.`,
-		Remediation: "Start the plugin against the same directory (`accel-doctor plugin test --kubelet-dir DIR` serves DIR/kubelet.sock), and read its log; in a cluster, `journalctl -u kubelet` shows \"Got registration request from device plugin\" when one registers.",
+		Remediation: "Start the plugin against the same directory (`accel-doctor plugin test --device-plugin-dir DIR` serves DIR/kubelet.sock), and read its log; in a cluster, `journalctl -u kubelet` shows \"Got registration request from device plugin\" when one registers.",
 	},
 	{
 		Code:   PluginAPIVersion,
@@ -85,7 +85,7 @@ kubelet refuses it with "requested API version %q is not supported by kubelet.
 Supported version is %q" (pkg/kubelet/cm/devicemanager/plugin/v1beta1/api.go,
 errUnsupportedVersion) and never uses the plugin: the resource does not appear
 on the node. The evidence gives the version sent.`,
-		Remediation: "Build the plugin against k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1 and send its Version constant; then `accel-doctor plugin test --kubelet-dir DIR` again.",
+		Remediation: "Build the plugin against k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1 and send its Version constant; then `accel-doctor plugin test --device-plugin-dir DIR` again.",
 	},
 	{
 		Code:   PluginResourceNameInvalid,
@@ -103,11 +103,12 @@ invalid" and ignores the plugin. The evidence gives the rule that failed.`,
 		Code:   PluginEndpointUnreachable,
 		Status: "FAIL",
 		Title:  "the plugin's endpoint does not answer",
-		Explain: `The socket the plugin registered (or the one given with --socket) could not be
-dialled, or did not answer GetDevicePluginOptions, within the timeout, not even
-after the registration. The kubelet's Register handler dials the endpoint back
-before it answers (plugin/v1beta1/server.go connectClient) and fails the
-registration with "failed to dial device plugin: ..." when it cannot.`,
+		Explain: `The socket the plugin registered (or the one given with --device-plugin-socket)
+could not be dialled, or did not answer GetDevicePluginOptions, within the
+timeout, not even after the registration. The kubelet's Register handler dials
+the endpoint back before it answers (plugin/v1beta1/server.go connectClient)
+and fails the registration with "failed to dial device plugin: ..." when it
+cannot.`,
 		Remediation: "Check that the plugin listens on the socket it registers, in the same directory (`ls -l` the directory the evidence names), and that it is still running.",
 	},
 	{
@@ -119,7 +120,7 @@ plugin/v1beta1/client.go dial, then fails the registration with "failed to dial
 device plugin: context deadline exceeded"), yet it answered later. The plugin
 calls Register before its gRPC server listens; the kubelet has refused it by the
 time it does, and unless it registers again the resource never appears.`,
-		Remediation: "Start the gRPC server on the socket, check that it answers, and only then call Register (`accel-doctor plugin serve` does so); then `accel-doctor plugin test --kubelet-dir DIR`.",
+		Remediation: "Start the gRPC server on the socket, check that it answers, and only then call Register (`accel-doctor plugin serve` does so); then `accel-doctor plugin test --device-plugin-dir DIR`.",
 	},
 	{
 		Code:   PluginDuplicateRegistration,

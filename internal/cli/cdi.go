@@ -33,11 +33,16 @@ type cdiFlags struct {
 
 func (f *cdiFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.snapshot, "snapshot", "", "read a snapshot archive instead of the host")
-	fl.StringSliceVar(&f.dirs, "spec-dir", nil, "CDI spec directories in priority order (default: the runtime's cdi_spec_dirs, else /etc/cdi,/var/run/cdi)")
-	fl.StringVar(&f.runtime, "runtime", "", "judge compatibility against this runtime only: "+strings.Join(cdi.RuntimeNames, ", "))
-	fl.BoolVarP(&f.verbose, "verbose", "v", false, "text output: list every check, the ones that passed too")
+	Flag(fl, "snapshot", "").String(&f.snapshot, "")
+	Flag(fl, "cdi-spec-dir", CDISpecDirsHelp).StringSlice(&f.dirs, nil)
+	Alias(fl, "spec-dir", "", "cdi-spec-dir", "")
+	Flag(fl, "runtime", ": "+strings.Join(cdi.RuntimeNames, ", ")).String(&f.runtime, "")
+	Flag(fl, "verbose", "").Bool(&f.verbose, false)
 }
+
+// CDISpecDirsHelp is what --cdi-spec-dir is in the commands that resolve
+// CDI names.
+const CDISpecDirsHelp = " to resolve CDI names in (repeatable, in priority order; default: the runtime's cdi_spec_dirs, else /etc/cdi,/var/run/cdi)"
 
 func (f *cdiFlags) options() (cdi.Options, error) {
 	if f.runtime != "" && !containsString(cdi.RuntimeNames, f.runtime) {
@@ -45,7 +50,7 @@ func (f *cdiFlags) options() (cdi.Options, error) {
 	}
 	for _, d := range f.dirs {
 		if !strings.HasPrefix(d, "/") {
-			return cdi.Options{}, usageErr("--spec-dir %q is not a host-absolute path", d)
+			return cdi.Options{}, usageErr("--cdi-spec-dir %q is not a host-absolute path", d)
 		}
 	}
 	return cdi.Options{Dirs: f.dirs, Runtime: f.runtime}, nil
@@ -93,6 +98,7 @@ be judged (no spec at all), or a usage error.`,
 		},
 	}
 	f.add(cmd)
+	g.addRootFlag(cmd)
 	g.addOutputFlag(cmd)
 	return cmd
 }
@@ -103,7 +109,7 @@ func newCDICheckCmd(g *globals) *cobra.Command {
 		spec string
 	)
 	cmd := &cobra.Command{
-		Use:   "check NAME | --spec CONFIG",
+		Use:   "check NAME | --oci-spec CONFIG",
 		Short: "One CDI device name (or a container's config.json): does it resolve, what would it inject, is every piece there",
 		Long: `check resolves one qualified CDI device name (vendor/class=name, e.g.
 nvidia.com/gpu=0) as the runtime would: against the spec directories, with
@@ -113,7 +119,7 @@ no valid spec declares it: a spec that declares only "all" does not resolve
 node, mount source and hook program on the host, and whether the runtime loads
 the spec's cdiVersion.
 
-With --spec CONFIG (a container's OCI config.json, a host path) it names how
+With --oci-spec CONFIG (a container's OCI config.json, a host path) it names how
 that container asks for devices instead — linux.devices, CDI names (cdi.k8s.io
 annotations, CRI-O's copy of them), the legacy NVIDIA hook and
 NVIDIA_VISIBLE_DEVICES, privileged — with the conflicts between them, and checks
@@ -123,7 +129,7 @@ It is read-only. Exit status: 0 no FAIL; 1 at least one FAIL; 2 a usage error.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if (len(args) == 1) == (spec != "") {
-				return usageErr("cdi check needs exactly one of NAME or --spec CONFIG")
+				return usageErr("cdi check needs exactly one of NAME or --oci-spec CONFIG")
 			}
 			opts, err := f.options()
 			if err != nil {
@@ -138,7 +144,7 @@ It is read-only. Exit status: 0 no FAIL; 1 at least one FAIL; 2 a usage error.`,
 			if spec != "" {
 				s, err := runtime.ReadSpec(root, spec)
 				if err != nil {
-					return usageErr("--spec: %v", err)
+					return usageErr("--oci-spec: %v", err)
 				}
 				res = cdi.Container(root, s, opts)
 			} else {
@@ -150,7 +156,9 @@ It is read-only. Exit status: 0 no FAIL; 1 at least one FAIL; 2 a usage error.`,
 		},
 	}
 	f.add(cmd)
-	cmd.Flags().StringVar(&spec, "spec", "", "a container's OCI config.json (host path): check how it asks for devices")
+	g.addRootFlag(cmd)
+	Flag(cmd.Flags(), "oci-spec", ": check how it asks for devices").String(&spec, "")
+	Alias(cmd.Flags(), "spec", "", "oci-spec", "")
 	g.addOutputFlag(cmd)
 	return cmd
 }

@@ -137,17 +137,17 @@ func TestCDICheck(t *testing.T) {
 		t.Errorf("%s", out)
 	}
 	// A spec directory given on the command line.
-	out, _, code = run(t, "cdi", "check", "nvidia.com/gpu=0", "--root", host, "--spec-dir", "/var/run/cdi")
+	out, _, code = run(t, "cdi", "check", "nvidia.com/gpu=0", "--root", host, "--cdi-spec-dir", "/var/run/cdi")
 	if code != 1 || !strings.Contains(out, "no valid spec declares kind nvidia.com/gpu") {
 		t.Errorf("exit %d\n%s", code, out)
 	}
 }
 
-// TestCDICheckContainerSpec: --spec reads a container's config.json
+// TestCDICheckContainerSpec: --oci-spec reads a container's config.json
 // through the root; the corpus' real CRI-O config is plain linux.devices.
 func TestCDICheckContainerSpec(t *testing.T) {
 	dir := filepath.Join(testutil.CorpusDir(t), "intel-device-plugins")
-	out, stderr, code := run(t, "cdi", "check", "--spec", "/oci-config-crio-fpga.json", "--root", dir, "-o", "json")
+	out, stderr, code := run(t, "cdi", "check", "--oci-spec", "/oci-config-crio-fpga.json", "--root", dir, "-o", "json")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, out, stderr)
 	}
@@ -161,11 +161,11 @@ func TestCDICheckContainerSpec(t *testing.T) {
 func TestCDIUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"cdi", "check"},
-		{"cdi", "check", "a.com/b=c", "--spec", "/x.json"},
+		{"cdi", "check", "a.com/b=c", "--oci-spec", "/x.json"},
 		{"cdi", "check", "a.com/b=c", "--runtime", "lxc"},
-		{"cdi", "validate", "--spec-dir", "etc/cdi"},
+		{"cdi", "validate", "--cdi-spec-dir", "etc/cdi"},
 		{"cdi", "validate", "-o", "yaml"},
-		{"cdi", "check", "--spec", "/no/such/config.json", "--root", t.TempDir()},
+		{"cdi", "check", "--oci-spec", "/no/such/config.json", "--root", t.TempDir()},
 		{"cdi", "validate", "--root", "/", "--snapshot", "demo"},
 	} {
 		if _, stderr, code := run(t, args...); code != 2 {

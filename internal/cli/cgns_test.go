@@ -247,7 +247,7 @@ func TestRuncContainerCgroupNamespace(t *testing.T) {
 
 	t.Run("snapshot taken in our own namespace", func(t *testing.T) {
 		snap := filepath.Join(t.TempDir(), "node.tar.gz")
-		if r := readerInNamespace(t, strings.Join(procs, " "), "", "snapshot", "--pid", spid, "-o", snap); r.Code != 0 {
+		if r := readerInNamespace(t, strings.Join(procs, " "), "", "snapshot", "--pid", spid, snap); r.Code != 0 {
 			t.Fatalf("snapshot: exit %d: %s", r.Code, r.Stderr)
 		}
 		out, stderr, code := run(t, "cgroup", "eval", "--snapshot", snap, "--pid", spid, "--rule", "c 195:0 rw", "--rule", "c 195:1 rw", "-o", "json")

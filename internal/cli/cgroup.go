@@ -109,13 +109,13 @@ func newCgroupEvalCmd(g *globals) *cobra.Command {
 		snapshot string
 	)
 	cmd := &cobra.Command{
-		Use:   "eval (--pid PID | --cgroup PATH) [--device NODE]... [--rule 'c 195:* rw']...",
+		Use:   "eval (--pid PID | --cgroup PATH) [--device-node NODE]... [--rule 'c 195:* rw']...",
 		Short: "Decision table: may this process or cgroup open each node, and which rule decides (read-only)",
 		Long: `eval reads the effective device policy of a process or cgroup — the v1
 devices.list of its devices cgroup and the BPF_CGROUP_DEVICE programs in
 effect on its cgroup2 directory (read back and run in accel-doctor's own
 interpreter; needs root) — and prints, for every accelerator node (or the
---device nodes, or the devices a --rule names), whether r, w, one rw open and
+--device-node nodes, or the devices a --rule names), whether r, w, one rw open and
 mknod are allowed, and the line or program instruction that decided.
 '?' means undecided (a default-allow v1 cgroup hides its denies; programs
 unreadable without root): use 'accel-doctor sandbox' to measure instead.`,
@@ -146,11 +146,13 @@ unreadable without root): use 'accel-doctor sandbox' to measure instead.`,
 		},
 	}
 	f := cmd.Flags()
-	f.IntVar(&pid, "pid", 0, "the process whose cgroups are judged")
-	f.StringVar(&cg, "cgroup", "", "a cgroup path (e.g. /kubepods.slice/...), in every hierarchy")
-	f.StringArrayVar(&devs, "device", nil, "a device node to judge (repeatable)")
+	g.addRootFlag(cmd)
+	Flag(f, "pid", ": judge its cgroups").Int(&pid, 0)
+	Flag(f, "cgroup", ": judge it").String(&cg, "")
+	Flag(f, "device-node", ": judge it").StringArray(&devs, nil)
+	Alias(f, "device", "", "device-node", "--device is a PCI function in check and iommu")
 	f.StringArrayVar(&rules, "rule", nil, "a device class to judge, in devices.allow syntax: 'c 195:* rw' (repeatable)")
-	f.StringVar(&snapshot, "snapshot", "", "read a snapshot archive instead of the host")
+	Flag(f, "snapshot", "").String(&snapshot, "")
 	g.addOutputFlag(cmd)
 	return cmd
 }
@@ -189,17 +191,17 @@ func missingTarget(p *cgroup.Policy) bool {
 	return n > 0 && missing == n
 }
 
-// evalRows decides the --device nodes, the --rule devices, or with neither
+// evalRows decides the --device-node nodes, the --rule devices, or with neither
 // every accelerator node of the host.
 func evalRows(root *hostfs.Root, p *cgroup.Policy, devs, rules []string) ([]evalRow, error) {
 	var rows []evalRow
 	for _, d := range devs {
 		n, err := root.Stat(d)
 		if err != nil {
-			return nil, usageErr("--device %s: %v", d, err)
+			return nil, usageErr("--device-node %s: %v", d, err)
 		}
 		if n.Type != hostfs.TypeChar && n.Type != hostfs.TypeBlock {
-			return nil, usageErr("--device %s is a %s, not a device node", d, n.Type)
+			return nil, usageErr("--device-node %s is a %s, not a device node", d, n.Type)
 		}
 		typ := byte('c')
 		if n.Type == hostfs.TypeBlock {
@@ -251,7 +253,7 @@ func evalTable(target cgroup.Target, p *cgroup.Policy, rows []evalRow) *report.T
 	}
 	t := &report.Table{Title: []string{head}}
 	if len(rows) == 0 {
-		t.Notes = []string{"no accelerator node on this host; name nodes with --device or devices with --rule"}
+		t.Notes = []string{"no accelerator node on this host; name nodes with --device-node or devices with --rule"}
 		return t
 	}
 	// The target's own devices.list decides most lines: name it once.

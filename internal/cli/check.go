@@ -73,14 +73,16 @@ demo' replays a built-in 8-GPU host with faults.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&snapshot, "snapshot", "", "replay a snapshot archive instead of reading the host ('demo': the built-in scenario)")
+	g.addRootFlag(cmd)
+	Flag(f, "snapshot", "").String(&snapshot, "")
 	f.StringSliceVar(&layers, "layer", nil, "only these layers (numbers or names: pci, driver, devnode, cgroup, kube, iommu)")
-	f.StringVar(&opts.KubeletDir, "kubelet-root-dir", "", "the kubelet's --root-dir on the host (default /var/lib/kubelet)")
-	f.StringSliceVar(&devices, "device", nil, "only these PCI functions (0000:17:00.0, 17:00.0, or nvidia-smi's 00000000:17:00.0)")
-	f.IntVar(&opts.PID, "pid", 0, "judge the cgroup device policy of this process (default: accel-doctor's own)")
-	f.StringVar(&opts.Cgroup, "cgroup", "", "judge the device policy of this cgroup path instead of a process's")
-	f.StringVar(&opts.Spec, "spec", "", "the container's OCI config.json (host path): report where the kernel's device policy drifts from it")
-	f.BoolVarP(&verbose, "verbose", "v", false, "text output: list every check, the ones that passed too")
+	Flag(f, "kubelet-root-dir", "").String(&opts.KubeletDir, "")
+	Flag(f, "device", "").StringSlice(&devices, nil)
+	Flag(f, "pid", ": judge its cgroup device policy (default: accel-doctor's own)").Int(&opts.PID, 0)
+	Flag(f, "cgroup", ": judge its device policy instead of a process's").String(&opts.Cgroup, "")
+	Flag(f, "oci-spec", ": report where the kernel's device policy drifts from it").String(&opts.Spec, "")
+	Alias(f, "spec", "", "oci-spec", "")
+	Flag(f, "verbose", "").Bool(&verbose, false)
 	f.BoolVar(&problems, "problems", false, "text output: only what is not a PASS (the default now)")
 	f.MarkHidden("problems")
 	g.addOutputFlag(cmd)
@@ -114,7 +116,7 @@ func checkLayers(layers []string) ([]report.Layer, error) {
 // preflight refuses, before any check runs, a run whose target cannot be
 // examined at all: a root with none of the trees the asked-for layers
 // read, a --device that names no function, a --pid or --cgroup that does
-// not exist, a --spec that is not there. Each would otherwise come back as
+// not exist, an --oci-spec that is not there. Each would otherwise come back as
 // a report of NOT_RUNs that reads like a clean bill of health.
 func preflight(env *diagnose.Env, root *hostfs.Root, snapshot string, devices []string) error {
 	where := "under " + root.Dir()
@@ -148,7 +150,7 @@ func preflight(env *diagnose.Env, root *hostfs.Root, snapshot string, devices []
 		return usageErr("--kubelet-root-dir %q is not an absolute path", o.KubeletDir)
 	}
 	if o.Spec != "" && !root.Exists(o.Spec) {
-		return usageErr("--spec %s: no such file %s", o.Spec, where)
+		return usageErr("--oci-spec %s: no such file %s", o.Spec, where)
 	}
 	return nil
 }

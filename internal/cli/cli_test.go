@@ -89,7 +89,7 @@ func TestExplainEveryCode(t *testing.T) {
 func TestSnapshotReplaysLikeTheTree(t *testing.T) {
 	for _, h := range []string{"nvidia-h100x8", "amd-mi210x2", "demo-h100x8-faults"} {
 		snap := filepath.Join(t.TempDir(), "snap.tar.gz")
-		if _, stderr, code := run(t, "snapshot", "--root", hosts+h, "-o", snap); code != 0 {
+		if _, stderr, code := run(t, "snapshot", "--root", hosts+h, snap); code != 0 {
 			t.Fatalf("%s: snapshot exit %d: %s", h, code, stderr)
 		}
 		direct, _, c1 := run(t, "check", "--root", hosts+h, "-o", "json")
@@ -201,17 +201,17 @@ func TestCgroupEvalOnFixture(t *testing.T) {
 	}
 }
 
-// TestSnapshotOfAContainer: a snapshot taken with --pid and --spec replays
+// TestSnapshotOfAContainer: a snapshot taken with --pid and --oci-spec replays
 // the container's cgroup findings.
 func TestSnapshotOfAContainer(t *testing.T) {
 	host := hosts + "demo-h100x8-faults"
 	spec := "/run/containerd/io.containerd.runtime.v2.task/k8s.io/5e1c0ffee0ddba11/config.json"
 	snap := filepath.Join(t.TempDir(), "snap.tar.gz")
-	if _, stderr, code := run(t, "snapshot", "--root", host, "--pid", "4242", "--spec", spec, "-o", snap); code != 0 {
+	if _, stderr, code := run(t, "snapshot", "--root", host, "--pid", "4242", "--oci-spec", spec, snap); code != 0 {
 		t.Fatalf("snapshot: exit %d: %s", code, stderr)
 	}
-	direct, _, c1 := run(t, "check", "--root", host, "--pid", "4242", "--spec", spec, "--layer", "cgroup", "-o", "json")
-	replay, _, c2 := run(t, "check", "--snapshot", snap, "--pid", "4242", "--spec", spec, "--layer", "cgroup", "-o", "json")
+	direct, _, c1 := run(t, "check", "--root", host, "--pid", "4242", "--oci-spec", spec, "--layer", "cgroup", "-o", "json")
+	replay, _, c2 := run(t, "check", "--snapshot", snap, "--pid", "4242", "--oci-spec", spec, "--layer", "cgroup", "-o", "json")
 	if c1 != 1 || c2 != 1 {
 		t.Errorf("exit %d direct, %d replayed; want 1 (the demo container lost its rule)", c1, c2)
 	}
@@ -241,7 +241,7 @@ func TestSnapshotRedactsSpecEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap := filepath.Join(t.TempDir(), "snap.tar.gz")
-	if _, stderr, code := run(t, "snapshot", "--root", host, "--pid", "4242", "--spec", spec, "-o", snap); code != 0 {
+	if _, stderr, code := run(t, "snapshot", "--root", host, "--pid", "4242", "--oci-spec", spec, snap); code != 0 {
 		t.Fatalf("snapshot: exit %d: %s", code, stderr)
 	}
 	raw, err := exec.Command("sh", "-c", "tar -xzOf "+snap).Output()
@@ -259,8 +259,8 @@ func TestSnapshotRedactsSpecEnv(t *testing.T) {
 	if !bytes.Contains(raw, []byte("HF_TOKEN=<redacted by accel-doctor>")) {
 		t.Error("the snapshot lost the spec (or the variable's name)")
 	}
-	direct, _, c1 := run(t, "check", "--root", host, "--pid", "4242", "--spec", spec, "--layer", "cgroup", "-o", "json")
-	replay, _, c2 := run(t, "check", "--snapshot", snap, "--pid", "4242", "--spec", spec, "--layer", "cgroup", "-o", "json")
+	direct, _, c1 := run(t, "check", "--root", host, "--pid", "4242", "--oci-spec", spec, "--layer", "cgroup", "-o", "json")
+	replay, _, c2 := run(t, "check", "--snapshot", snap, "--pid", "4242", "--oci-spec", spec, "--layer", "cgroup", "-o", "json")
 	if c1 != c2 || findingsOf(t, direct) != findingsOf(t, replay) {
 		t.Errorf("replay differs: exit %d/%d", c1, c2)
 	}
@@ -273,7 +273,7 @@ func TestSnapshotOfThisMachine(t *testing.T) {
 		t.Skip("no /sys/bus/pci on this machine")
 	}
 	snap := filepath.Join(t.TempDir(), "live.tar.gz")
-	if _, stderr, code := run(t, "snapshot", "-o", snap); code != 0 {
+	if _, stderr, code := run(t, "snapshot", snap); code != 0 {
 		t.Fatalf("snapshot: exit %d: %s", code, stderr)
 	}
 	live, _, _ := run(t, "pci", "-o", "json")

@@ -55,7 +55,7 @@ without a runtime client, by PID (of its init or of any process in it), ID
 or ID prefix; --pod finds a Kubernetes pod's containers on this node by the
 CRI annotations in their specs. Without --probe it is read-only; it works
 with --root /host in a pod and on a snapshot taken with 'snapshot
---container ID'. --probe joins the container's cgroups for its life (see
+--container-id ID'. --probe joins the container's cgroups for its life (see
 below): the one thing this command can change.
 
 Exit status: 0 no FAIL, 1 a FAIL (with --all: in any container), 2 usage
@@ -107,13 +107,14 @@ are killed, nothing is reported, and it exits 128+N (130, 143).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&snapshot, "snapshot", "", "read a snapshot archive instead of the host")
+	g.addRootFlag(cmd)
+	Flag(f, "snapshot", "").String(&snapshot, "")
 	f.BoolVar(&all, "all", false, "every container on this host: one line each")
 	f.StringVar(&pod, "pod", "", "a Kubernetes pod's containers, NAMESPACE/NAME (from CRI annotations)")
-	f.StringVar(&name, "container", "", "with --pod: the container's name in the pod")
-	f.BoolVarP(&verbose, "verbose", "v", false, "text output: list every check, the ones that passed too")
+	Flag(f, "container", " (with --pod)").String(&name, "")
+	Flag(f, "verbose", "").Bool(&verbose, false)
 	f.BoolVar(&probe, "probe", false, "checkpoint 4: "+enter.FlagHelp)
-	f.StringSliceVar(&specDirs, "cdi-spec-dir", nil, "CDI spec directories in priority order (default: the runtime's cdi_spec_dirs, else /etc/cdi,/var/run/cdi)")
+	Flag(f, "cdi-spec-dir", CDISpecDirsHelp).StringSlice(&specDirs, nil)
 	g.addOutputFlag(cmd)
 	return cmd
 }

@@ -374,13 +374,13 @@ func BenchmarkContainerAll100(b *testing.B) {
 	}
 }
 
-// A snapshot taken with --container replays the container's report: the
+// A snapshot taken with --container-id replays the container's report: the
 // same findings, checkpoint by checkpoint, elsewhere.
 func TestContainerSnapshotReplays(t *testing.T) {
 	gpu := specs.LinuxDevice{Path: "/dev/nvidia0", Type: "c", Major: 195, Minor: 0, FileMode: ptr(os.FileMode(0o666))}
 	id, _, _ := runcContainer(t, []specs.LinuxDevice{accelNode, gpu}, []specs.LinuxDeviceCgroup{allowAccel})
 	snap := filepath.Join(t.TempDir(), "ctr.tar.gz")
-	if _, stderr, code := run(t, "snapshot", "--container", id, snap); code != 0 {
+	if _, stderr, code := run(t, "snapshot", "--container-id", id, snap); code != 0 {
 		t.Fatalf("snapshot: exit %d: %s", code, stderr)
 	}
 	live, c1 := containerReport(t, id)

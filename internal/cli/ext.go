@@ -69,12 +69,31 @@ type Extension struct {
 
 // DRAPlugin is how the plugin command reaches the DRA mock and tester:
 // each Add adds the DRA flags (--dra among them) to the command and
-// returns whether --dra was given and what runs it.
+// returns whether --dra was given and what runs it, with the values of
+// the flags the command's two sides share.
 type DRAPlugin struct {
 	MockHelp, TestHelp string
 	Modes              []string
-	AddMockFlags       func(cmd *cobra.Command) (given func() bool, run func(ctx context.Context, g *Globals, mode string, devices int, logFormat string, debug bool) error)
-	AddTestFlags       func(cmd *cobra.Command) (given func() bool, run func(ctx context.Context, g *Globals, timeout time.Duration, verbose bool) error)
+	AddMockFlags       func(cmd *cobra.Command) (given func() bool, run func(ctx context.Context, g *Globals, m MockFlags) error)
+	AddTestFlags       func(cmd *cobra.Command) (given func() bool, run func(ctx context.Context, g *Globals, t TestFlags) error)
+}
+
+// MockFlags are plugin mock's flags that --dra takes too.
+type MockFlags struct {
+	Mode      string
+	Devices   int
+	Error     string // "": the mock's own
+	LogFormat string
+	Debug     bool
+}
+
+// TestFlags are plugin test's flags that --dra takes too.
+type TestFlags struct {
+	Timeout            time.Duration
+	Verbose            bool
+	CDISpecDirs        []string // nil: the default directories
+	DevicePluginSocket string
+	Samples            int // 0: the tester's own
 }
 
 // TakeCancel says the running command ends by itself on SIGTERM or SIGINT
@@ -98,7 +117,7 @@ func wantsKube(args []string) bool {
 	return slices.ContainsFunc(args[i+1:], func(a string) bool { return a == "--dra" || a == "--dra=true" })
 }
 
-// Globals are the flags every command shares, for the commands of an
+// Globals are what the commands share (globals), for the commands of an
 // Extension.
 type Globals = globals
 
@@ -118,11 +137,14 @@ func (g *globals) RenderTable(t *report.Table, jsonDoc any) error {
 func (g *globals) AddOutputFlag(cmd *cobra.Command, formats ...string) {
 	g.addOutputFlag(cmd, formats...)
 }
-func (g *globals) Stdout() io.Writer { return g.stdout }
-func (g *globals) Stderr() io.Writer { return g.stderr }
-func (g *globals) Output() string    { return g.output }
-func (g *globals) RootDir() string   { return g.root }
-func (g *globals) RootSet() bool     { return g.rootSet }
+
+// AddRootFlag gives a command that reads a host its --root.
+func (g *globals) AddRootFlag(cmd *cobra.Command) { g.addRootFlag(cmd) }
+func (g *globals) Stdout() io.Writer              { return g.stdout }
+func (g *globals) Stderr() io.Writer              { return g.stderr }
+func (g *globals) Output() string                 { return g.output }
+func (g *globals) RootDir() string                { return g.root }
+func (g *globals) RootSet() bool                  { return g.rootSet }
 
 // UsageErr is a usage error (exit 2).
 func UsageErr(format string, a ...any) error { return usageErr(format, a...) }
@@ -184,8 +206,8 @@ func (g *globals) runKube(ctx context.Context, args []string) error {
 	return g.runOther(ctx, KubeBinary, args)
 }
 
-// runOther runs another of the binaries with args (and the global flags
-// given). From a real command line it replaces this process (exec), so
+// runOther runs another of the binaries with args (and --root, when the
+// command that hands over took it). From a real command line it replaces this process (exec), so
 // that signals, the exit status and the terminal are the other binary's;
 // in tests (writers that are not the process's own) it runs it as a
 // child.

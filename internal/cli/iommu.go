@@ -71,10 +71,11 @@ process); 2 nothing could be judged, or a usage error.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&snapshot, "snapshot", "", "read a snapshot archive instead of the host")
-	f.StringSliceVar(&devices, "device", nil, "only these PCI functions (0000:17:00.0, 17:00.0, ...)")
-	f.BoolVarP(&verbose, "verbose", "v", false, "text output: list every check, the ones that passed too")
-	f.IntVar(&pid, "pid", 0, "a process that will use VFIO (QEMU, DPDK, a KubeVirt launcher): its RLIMIT_MEMLOCK against what VFIO pins for it, CAP_IPC_LOCK, who else holds its groups")
+	g.addRootFlag(cmd)
+	Flag(f, "snapshot", "").String(&snapshot, "")
+	Flag(f, "device", "").StringSlice(&devices, nil)
+	Flag(f, "verbose", "").Bool(&verbose, false)
+	Flag(f, "pid", " that will use VFIO (QEMU, DPDK, a KubeVirt launcher): its RLIMIT_MEMLOCK against what VFIO pins for it, CAP_IPC_LOCK, who else holds its groups").Int(&pid, 0)
 	f.StringVar(&guest, "guest-memory", "", "with --pid: the memory VFIO will pin for it (16G, 16384M; default: QEMU's -m on the live host)")
 	g.addOutputFlag(cmd)
 	return cmd

@@ -107,7 +107,7 @@ func TestNotRunFixesFollowTheirReasons(t *testing.T) {
 		w.cmd("check", "--root", hosts+e.Name())
 		w.cmd("iommu", "--root", hosts+e.Name())
 	}
-	// Inputs: a process without --guest-memory; a --spec without device
+	// Inputs: a process without --guest-memory; an --oci-spec without device
 	// rules (and one that is not JSON) on a root that holds them.
 	w.cmd("iommu", "--root", hosts+"gpu4-switch-acs", "--pid", "5150")
 	specRoot := t.TempDir()
@@ -116,8 +116,8 @@ func TestNotRunFixesFollowTheirReasons(t *testing.T) {
 		"/config.json":               `{"ociVersion":"1.0.2","process":{"cwd":"/","args":["sh"]},"root":{"path":"rootfs"}}`,
 		"/garbled.json":              "{not json",
 	}, nil, "")
-	w.cmd("check", "--root", specRoot, "--spec", "/config.json")
-	w.cmd("check", "--root", specRoot, "--spec", "/garbled.json")
+	w.cmd("check", "--root", specRoot, "--oci-spec", "/config.json")
+	w.cmd("check", "--root", specRoot, "--oci-spec", "/garbled.json")
 
 	// A host root with nothing in /sys and /proc, a hostile one (the
 	// robust test's: loops, a 1 GiB attribute, garbage in class), and a

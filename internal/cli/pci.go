@@ -180,7 +180,8 @@ accelerators are marked with their kind. --accelerators lists only those.`,
 			return g.renderTable(pciTable(rows, inv.Errors), rows)
 		},
 	}
-	cmd.Flags().StringVar(&snapshot, "snapshot", "", "read a snapshot archive ('demo': the built-in scenario)")
+	g.addRootFlag(cmd)
+	Flag(cmd.Flags(), "snapshot", "").String(&snapshot, "")
 	cmd.Flags().BoolVar(&accel, "accelerators", false, "only accelerators")
 	g.addOutputFlag(cmd)
 	return cmd

@@ -63,9 +63,6 @@ SIGINT or SIGTERM: the CUDA helper, if it runs, is killed, nothing is
 reported or written, and it exits 128+N (130, 143).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if g.rootSet {
-				return usageErr("probe examines this process's own view of the system; --root does not apply (run it inside the container, or use 'container --probe' from the host)")
-			}
 			// The CUDA helper is a child process: a signal ends it
 			// through the context (and a cuInit that hangs with it).
 			takeCancel()
@@ -100,8 +97,9 @@ reported or written, and it exits 128+N (130, 143).`,
 	f.BoolVar(&opt.NoLibraries, "no-libraries", false, "skip the NVML and CUDA steps")
 	f.StringVar(&termLog, "termination-log", terminationLog, "write the summary here if the file exists ('' never)")
 	f.BoolVar(&facts, "facts", false, "print the observations as JSON (no findings)")
-	f.BoolVarP(&verbose, "verbose", "v", false, "text output: list every check, the ones that passed too")
+	Flag(f, "verbose", "").Bool(&verbose, false)
 	g.addOutputFlag(cmd)
+	g.refuseRoot(cmd, "it examines this process's own view of the system (run it inside the container, or use 'container --probe' from the host)")
 	return cmd
 }
 

@@ -38,7 +38,9 @@ func usageErr(format string, a ...any) error {
 	return &exitError{code: 2, err: fmt.Errorf(format, a...)}
 }
 
-// globals are the flags every command shares.
+// globals are what the commands share: the values of the flags several
+// take (--root of those that read a host, -o/--output) and the run's
+// writers.
 type globals struct {
 	root    string
 	rootSet bool // --root given on the command line
@@ -66,6 +68,7 @@ func mainWith(ctx context.Context, args []string, stdout, stderr io.Writer, ext 
 	cmd.SetArgs(args)
 	cmd.SetOut(stdout)
 	cmd.SetErr(stderr)
+	setFlagOutput(cmd, stderr)
 	return exitCode(stderr, cmd.ExecuteContext(ctx))
 }
 
@@ -150,8 +153,9 @@ func newRootFor(g *globals, args []string) *cobra.Command {
 }
 
 // commandName is the command args name before anything else: the first
-// argument that is not the root's --root flag or its value. ok is false
-// when another flag comes first (the whole tree answers it).
+// argument that is not --root or its value (the command's own flag, which
+// may come before its name). ok is false when another flag comes first
+// (the whole tree answers it).
 func commandName(args []string) (string, bool) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
@@ -183,7 +187,10 @@ Every diagnosis command is read-only. Only 'sandbox' writes to the host.`,
 		Version:       Version,
 	}
 	setDisplayName(root, displayName())
-	root.PersistentFlags().StringVar(&g.root, "root", "/", "read the host through this directory (/host in a pod)")
+	// -v is --verbose in every command; at the root it was cobra's
+	// shorthand of --version, which it still is, with a note, for a release.
+	root.Flags().BoolP("version", "v", false, "version for accel-doctor")
+	root.Flags().MarkShorthandDeprecated("version", "use --version (-v is --verbose in every command)")
 	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) {
 		g.rootSet = cmd.Flags().Changed("root")
 	}
@@ -193,9 +200,33 @@ Every diagnosis command is read-only. Only 'sandbox' writes to the host.`,
 	return root
 }
 
+// addRootFlag gives a command that reads a host its --root (a command
+// that reads none has no --root: TestVocabulary holds which is which). It
+// may also come before the command's name (accel-doctor --root /host
+// check), as the binaries hand it to each other: cobra parses every flag
+// of a command line on the command it names.
+func (g *globals) addRootFlag(cmd *cobra.Command) {
+	Flag(cmd.Flags(), "root", "").String(&g.root, "/")
+}
+
+// refuseRoot gives a command that reads no host a hidden --root that
+// says why it does not apply, for the commands a user may well point at
+// a host root.
+func (g *globals) refuseRoot(cmd *cobra.Command, why string) {
+	Flag(cmd.Flags(), "root", "").String(&g.root, "/")
+	cmd.Flags().MarkHidden("root")
+	run := cmd.RunE
+	cmd.RunE = func(c *cobra.Command, args []string) error {
+		if c.Flags().Changed("root") {
+			return usageErr("--root does not apply to %s: %s", c.Name(), why)
+		}
+		return run(c, args)
+	}
+}
+
 // The output formats. Every command that takes -o/--output takes these
 // (topo adds its diagrams, mermaid and dot); -o is the format in every
-// command (a file is a positional argument or -f/--file).
+// command (a file is a positional argument or -f/--filename).
 var outputFormats = []string{"text", "json", "markdown"}
 
 // addOutputFlag gives a command its -o/--output flag and checks the value
@@ -207,7 +238,7 @@ func (g *globals) addOutputFlag(cmd *cobra.Command, formats ...string) {
 	if len(formats) == 0 {
 		formats = outputFormats
 	}
-	cmd.Flags().StringVarP(&g.output, "output", "o", "text", "output format: "+strings.Join(formats, ", "))
+	Flag(cmd.Flags(), "output", ": "+strings.Join(formats, ", ")).String(&g.output, "text")
 	run := cmd.RunE
 	cmd.RunE = func(c *cobra.Command, args []string) error {
 		if g.output == "md" {

@@ -143,7 +143,7 @@ func ptr[T any](v T) *T { return &v }
 
 // TestRuncContainerPolicy runs a real container given two GPU-like nodes
 // (195:0 allowed, 195:1 created but not allowed), judges it with `cgroup
-// eval --pid` and `check --pid --spec`, and compares with what opens inside
+// eval --pid` and `check --pid --oci-spec`, and compares with what opens inside
 // the container really get. Then it takes 195:0's rule away behind runc's
 // back, as a systemd daemon-reload does, and expects drift.
 func TestRuncContainerPolicy(t *testing.T) {
@@ -178,8 +178,8 @@ func TestRuncContainerPolicy(t *testing.T) {
 		t.Errorf("cgroup eval rows: %+v", doc.Rows)
 	}
 
-	// check --pid --spec: the kernel matches the spec.
-	rep := checkJSON(t, "check", "--layer", "cgroup", "--pid", strconv.Itoa(pid), "--spec", spec)
+	// check --pid --oci-spec: the kernel matches the spec.
+	rep := checkJSON(t, "check", "--layer", "cgroup", "--pid", strconv.Itoa(pid), "--oci-spec", spec)
 	if codes := codesOf(rep); !codes["CGROUP_DEVICE_NO_DRIFT"] || codes["CGROUP_DEVICE_DRIFT"] {
 		for _, f := range rep.Findings {
 			t.Logf("%s %s %s %s %+v", f.Code, f.Status, f.Subject, f.Summary, f.Evidence)
@@ -199,7 +199,7 @@ func TestRuncContainerPolicy(t *testing.T) {
 	if got := inContainer(t, id, "/dev/nvidia0"); !strings.Contains(got, "Operation not permitted") {
 		t.Fatalf("after the deny, open in the container: %q, want EPERM", got)
 	}
-	rep = checkJSON(t, "check", "--layer", "cgroup", "--pid", strconv.Itoa(pid), "--spec", spec)
+	rep = checkJSON(t, "check", "--layer", "cgroup", "--pid", strconv.Itoa(pid), "--oci-spec", spec)
 	var drift []string
 	for _, f := range rep.Findings {
 		if f.Code == "CGROUP_DEVICE_DRIFT" {
@@ -213,13 +213,13 @@ func TestRuncContainerPolicy(t *testing.T) {
 		t.Errorf("exit %d with drift", rep.ExitCode())
 	}
 
-	// A snapshot of the node taken with --pid and --spec replays the same
+	// A snapshot of the node taken with --pid and --oci-spec replays the same
 	// cgroup findings, on any machine.
 	snap := filepath.Join(t.TempDir(), "node.tar.gz")
-	if _, stderr, code := run(t, "snapshot", "--pid", strconv.Itoa(pid), "--spec", spec, "-o", snap); code != 0 {
+	if _, stderr, code := run(t, "snapshot", "--pid", strconv.Itoa(pid), "--oci-spec", spec, snap); code != 0 {
 		t.Fatalf("snapshot: exit %d: %s", code, stderr)
 	}
-	replay := checkJSON(t, "check", "--snapshot", snap, "--layer", "cgroup", "--pid", strconv.Itoa(pid), "--spec", spec)
+	replay := checkJSON(t, "check", "--snapshot", snap, "--layer", "cgroup", "--pid", strconv.Itoa(pid), "--oci-spec", spec)
 	if a, b := outcomes(rep), outcomes(replay); a != b {
 		t.Errorf("replay differs from the live node:\n%s\n---\n%s", a, b)
 	}

@@ -48,7 +48,7 @@ func newSandboxCmd(g *globals) *cobra.Command {
 		accesses []string
 	)
 	cmd := &cobra.Command{
-		Use:   "sandbox [--v1|--v2] [--allow RULE]... [--deny RULE]... [--default allow|deny] [--device NODE]... [-- CMD [ARGS]]",
+		Use:   "sandbox [--v1|--v2] [--allow RULE]... [--deny RULE]... [--default allow|deny] [--device-node NODE]... [-- CMD [ARGS]]",
 		Short: "Run a command (or probe nodes) in a transient cgroup with exactly these device rules. WRITES to the host",
 		Long: `sandbox WRITES TO THE HOST: it creates a transient cgroup named
 accel-doctor-sandbox-<pid>-<random> (v1: in the devices controller; v2: a
@@ -59,7 +59,7 @@ path: CMD failing, CMD killed, SIGINT/SIGTERM, and accel-doctor itself killed
 except to remove stale sandboxes whose owner is dead. It needs root.
 
 With no CMD it probes, from inside the cgroup and from outside it as a
-baseline, every accelerator node of this host and each --device node:
+baseline, every accelerator node of this host and each --device-node node:
 open() for r and w, and mknod for m, and classifies the errno (EPERM: the
 cgroup denies it; EACCES: file mode, nodev or LSM; ENXIO/ENODEV: allowed by
 the cgroup, no driver behind the major; ENOENT: not present). A failure the
@@ -108,7 +108,7 @@ kills CMD and removes the cgroup.
 			if len(args) == 0 {
 				spec.Nodes = append(accelNodes(g), devices...)
 				if len(spec.Nodes) == 0 {
-					return usageErr("no accelerator node on this host and no --device: nothing to probe (name nodes with --device, or give a command after --)")
+					return usageErr("no accelerator node on this host and no --device-node: nothing to probe (name nodes with --device-node, or give a command after --)")
 				}
 			}
 			res, err := sandbox.Run(cmd.Context(), spec)
@@ -140,9 +140,11 @@ kills CMD and removes the cgroup.
 	f.BoolVar(&v1, "v1", false, "use the cgroup v1 devices controller")
 	f.BoolVar(&v2, "v2", false, "use a cgroup2 BPF device program")
 	f.StringVar(&def, "default", "deny", "what a device no rule matches gets: allow or deny")
-	f.StringArrayVar(&devices, "device", nil, "a node to probe when no command is given (repeatable)")
+	Flag(f, "device-node", ": probe it when no command is given").StringArray(&devices, nil)
+	Alias(f, "device", "", "device-node", "--device is a PCI function in check and iommu")
 	f.StringArrayVar(&accesses, "access", nil, "accesses to probe: r, w, rw, m (repeatable; default r, w, m)")
 	g.addOutputFlag(cmd)
+	g.refuseRoot(cmd, "it creates its cgroups on this host and probes this host's nodes")
 	return cmd
 }
 

@@ -49,7 +49,7 @@ func TestSandboxCommandProbes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, v := range []string{"--v1", "--v2"} {
-		out, stderr, code := run(t, "sandbox", v, "--allow", "c 1:3 rw", "--device", null, "--device", zero, "--access", "rw", "-o", "json")
+		out, stderr, code := run(t, "sandbox", v, "--allow", "c 1:3 rw", "--device-node", null, "--device-node", zero, "--access", "rw", "-o", "json")
 		if code != 0 {
 			t.Errorf("%s: exit %d: %s", v, code, stderr)
 			continue

@@ -383,17 +383,17 @@ func TestSignalEveryCommand(t *testing.T) {
 		{name: "plugin serve", daemon: true, run: func(t *testing.T) signalRun {
 			host, kd := pluginHost(t), sockDir(t)
 			cfg := filepath.Join(host, "plugin.yaml")
-			return signalRun{bin: kubelet, args: []string{"--root", host, "plugin", "serve", "--kubelet-dir", kd, "--config", cfg},
+			return signalRun{bin: kubelet, args: []string{"--root", host, "plugin", "serve", "--device-plugin-dir", kd, "--config", cfg},
 				line: "SERVING ", left: func() []string { return dirEntries(kd) }}
 		}},
 		{name: "plugin mock", daemon: true, run: func(t *testing.T) signalRun {
 			kd := sockDir(t)
-			return signalRun{bin: kubelet, args: []string{"plugin", "mock", "--kubelet-dir", kd}, line: "SERVING ",
+			return signalRun{bin: kubelet, args: []string{"plugin", "mock", "--device-plugin-dir", kd}, line: "SERVING ",
 				left: func() []string { return dirEntries(kd) }}
 		}},
-		{name: "plugin test --kubelet-dir", run: func(t *testing.T) signalRun {
+		{name: "plugin test --device-plugin-dir", run: func(t *testing.T) signalRun {
 			kd := sockDir(t)
-			return signalRun{bin: kubelet, args: []string{"plugin", "test", "--kubelet-dir", kd, "--timeout", "60s"},
+			return signalRun{bin: kubelet, args: []string{"plugin", "test", "--device-plugin-dir", kd, "--timeout", "60s"},
 				ready: fileExists(filepath.Join(kd, "kubelet.sock")), left: func() []string { return dirEntries(kd) }}
 		}},
 		{name: "plugin mock --dra", daemon: true, run: func(t *testing.T) signalRun {
@@ -408,12 +408,12 @@ func TestSignalEveryCommand(t *testing.T) {
 			// Signalled once a claim is prepared (its CDI spec written):
 			// the test must unprepare it before it exits.
 			return signalRun{bin: kube, args: []string{"plugin", "test", "--dra", "--plugins-registry", d.reg, "--driver", "gpu.example.com",
-				"--cdi-dir", d.cdi, "--samples", "1000000", "--timeout", "10s"},
+				"--cdi-spec-dir", d.cdi, "--samples", "1000000", "--timeout", "10s"},
 				ready: func() bool { return len(dirEntries(d.cdi)) > 0 }, left: func() []string { return dirEntries(d.cdi) }}
 		}},
 		{name: "hand-over: accel-doctor plugin test", run: func(t *testing.T) signalRun {
 			kd := sockDir(t)
-			return signalRun{bin: bin, args: []string{"plugin", "test", "--kubelet-dir", kd, "--timeout", "60s"},
+			return signalRun{bin: bin, args: []string{"plugin", "test", "--device-plugin-dir", kd, "--timeout", "60s"},
 				ready: fileExists(filepath.Join(kd, "kubelet.sock")), left: func() []string { return dirEntries(kd) }}
 		}},
 		{name: "hand-over: accel-doctor plugin mock --dra", daemon: true, run: func(t *testing.T) signalRun {
@@ -510,7 +510,7 @@ func draDirs(t *testing.T) draRun {
 
 func (d draRun) mockArgs() []string {
 	return []string{"plugin", "mock", "--dra", "--driver", "gpu.example.com", "--devices", "2",
-		"--plugins-registry", d.reg, "--plugin-dir", d.plug, "--cdi-dir", d.cdi, "--node-name", "n1"}
+		"--plugins-registry", d.reg, "--plugin-data-dir", d.plug, "--cdi-spec-dir", d.cdi, "--node-name", "n1"}
 }
 
 func (d draRun) left() []string {

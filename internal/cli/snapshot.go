@@ -15,8 +15,8 @@ import (
 
 func newSnapshotCmd(g *globals) *cobra.Command {
 	var (
-		file, legacy, container string
-		opts                    diagnose.Options
+		file, container string
+		opts            diagnose.Options
 	)
 	cmd := &cobra.Command{
 		Use:   "snapshot FILE|-",
@@ -29,22 +29,19 @@ decides cgroup v2 access as the live host did, and so is what it looked for
 and did not find, so a replay can tell "absent on the host" from "not
 captured". Process environments, command lines, keys and credentials are
 never captured. 'check --snapshot FILE' replays it through the same code.
-With --pid (and --spec) it also captures a container's cgroups, the nodes
-its /dev holds and its OCI spec, for 'check --snapshot FILE --pid PID'.
-With --container (an ID, an ID prefix or a PID, as 'container' takes it)
-it captures what finding that container reads: the runtimes' state files
-(kept only in the fields the lookup uses), its spec (redacted like
---spec) and its init process's /proc entries, and then what --pid and
---spec capture for them.
+With --pid (and --oci-spec) it also captures a container's cgroups, the
+nodes its /dev holds and its OCI spec, for 'check --snapshot FILE --pid
+PID'. With --container-id (an ID, an ID prefix or a PID, as 'container'
+takes it) it captures what finding that container reads: the runtimes'
+state files (kept only in the fields the lookup uses), its spec (redacted
+like --oci-spec) and its init process's /proc entries, and then what --pid
+and --oci-spec capture for them.
 It writes only FILE ('-': standard output).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			out, err := snapshotTarget(file, legacy, args)
+			out, err := snapshotTarget(file, args)
 			if err != nil {
 				return err
-			}
-			if legacy != "" {
-				fmt.Fprintln(g.stderr, "note: snapshot -o FILE is deprecated: give the archive as the argument or with -f (-o is the output format in every other command)")
 			}
 			root, err := hostfs.New(g.root)
 			if err != nil {
@@ -54,7 +51,7 @@ It writes only FILE ('-': standard output).`,
 			if container != "" {
 				m, _, err := runtime.Find(root, container)
 				if err != nil {
-					return usageErr("snapshot --container: %v", err)
+					return usageErr("snapshot --container-id: %v", err)
 				}
 				if m.Alive() {
 					opts.PID = m.PID
@@ -81,26 +78,28 @@ It writes only FILE ('-': standard output).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&file, "file", "f", "", "the archive to write (.tar.gz; '-': standard output); or give it as the argument")
-	// -o FILE was the first form: it still works, says so on stderr (not
-	// through pflag's deprecation notice, which cobra prints on stdout,
-	// into an archive written there) and is not listed.
-	f.StringVarP(&legacy, "output", "o", "", "the archive to write")
-	f.MarkHidden("output")
-	f.IntVar(&opts.PID, "pid", 0, "also capture this process's cgroups and what its /dev holds (replay with check --pid)")
-	f.StringVar(&opts.Spec, "spec", "", "also capture this OCI config.json (replay with check --spec)")
-	f.StringVar(&opts.KubeletDir, "kubelet-root-dir", "", "the kubelet's --root-dir on the host (default /var/lib/kubelet): what its sockets answer is captured")
-	f.StringVar(&container, "container", "", "also capture what finding this container reads (ID, ID prefix or PID), and its init process and spec as --pid and --spec do")
-	cmd.MarkFlagsMutuallyExclusive("container", "pid")
-	cmd.MarkFlagsMutuallyExclusive("container", "spec")
+	g.addRootFlag(cmd)
+	Flag(f, "filename", ": the archive to write (.tar.gz), or give it as the argument").String(&file, "")
+	Alias(f, "file", "", "filename", "")
+	// -o FILE was the first form (-o is the output format in every other
+	// command).
+	Alias(f, "output", "o", "filename", "or give the archive as the argument: -o is the output format in every other command")
+	Flag(f, "pid", ": also capture its cgroups and what its /dev holds (replay with check --pid)").Int(&opts.PID, 0)
+	Flag(f, "oci-spec", ": also capture it (replay with check --oci-spec)").String(&opts.Spec, "")
+	Alias(f, "spec", "", "oci-spec", "")
+	Flag(f, "kubelet-root-dir", ": what its sockets answer is captured").String(&opts.KubeletDir, "")
+	Flag(f, "container-id", ": also capture what finding it reads, and its init process and spec as --pid and --oci-spec do").String(&container, "")
+	Alias(f, "container", "", "container-id", "--container is a container's name in a pod, in 'container --pod'")
+	cmd.MarkFlagsMutuallyExclusive("container-id", "pid")
+	cmd.MarkFlagsMutuallyExclusive("container-id", "oci-spec")
 	return cmd
 }
 
-// snapshotTarget is the one archive named by the argument, -f or the old
-// -o.
-func snapshotTarget(file, legacy string, args []string) (string, error) {
+// snapshotTarget is the one archive named by the argument or -f (or the
+// old -o, its alias).
+func snapshotTarget(file string, args []string) (string, error) {
 	var named []string
-	for _, v := range append([]string{file, legacy}, args...) {
+	for _, v := range append([]string{file}, args...) {
 		if v != "" {
 			named = append(named, v)
 		}

@@ -13,9 +13,9 @@ import (
 	"github.com/accel-doctor/accel-doctor/internal/runtime"
 )
 
-// TestSnapshotContainer: `snapshot --container PREFIX` of a real runc
+// TestSnapshotContainer: `snapshot --container-id PREFIX` of a real runc
 // container holds what finding it reads, so that Find on the snapshot
-// gives the same container, and what --pid and --spec capture, so that
+// gives the same container, and what --pid and --oci-spec capture, so that
 // the cgroup layer replays as it judged the live container. The spec's
 // environment values stay on the host.
 func TestSnapshotContainer(t *testing.T) {
@@ -29,7 +29,7 @@ func TestSnapshotContainer(t *testing.T) {
 		t.Fatal(err)
 	}
 	snap := filepath.Join(t.TempDir(), "ctr.tar.gz")
-	if _, stderr, code := run(t, "snapshot", "--container", id[:len(id)-2], snap); code != 0 {
+	if _, stderr, code := run(t, "snapshot", "--container-id", id[:len(id)-2], snap); code != 0 {
 		t.Fatalf("snapshot --container: exit %d: %s", code, stderr)
 	}
 	root, cleanup, err := hostfs.OpenSnapshotFile(snap)
@@ -60,8 +60,8 @@ func TestSnapshotContainer(t *testing.T) {
 		return nil
 	})
 	// The cgroup layer replays as it judged the live container.
-	liveRep := checkJSON(t, "check", "--layer", "cgroup", "--pid", strconv.Itoa(pid), "--spec", spec)
-	replay := checkJSON(t, "check", "--snapshot", snap, "--layer", "cgroup", "--pid", strconv.Itoa(pid), "--spec", spec)
+	liveRep := checkJSON(t, "check", "--layer", "cgroup", "--pid", strconv.Itoa(pid), "--oci-spec", spec)
+	replay := checkJSON(t, "check", "--snapshot", snap, "--layer", "cgroup", "--pid", strconv.Itoa(pid), "--oci-spec", spec)
 	if len(liveRep.Findings) == 0 {
 		t.Fatal("the cgroup layer judged nothing")
 	}
@@ -74,9 +74,9 @@ func TestSnapshotContainerUsage(t *testing.T) {
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "run/runc"), 0o755)
 	for _, args := range [][]string{
-		{"snapshot", "--root", dir, "--container", "nosuch", filepath.Join(dir, "a.tar.gz")},
-		{"snapshot", "--root", dir, "--container", "../x", filepath.Join(dir, "b.tar.gz")},
-		{"snapshot", "--root", dir, "--container", "x", "--pid", "1", filepath.Join(dir, "c.tar.gz")},
+		{"snapshot", "--root", dir, "--container-id", "nosuch", filepath.Join(dir, "a.tar.gz")},
+		{"snapshot", "--root", dir, "--container-id", "../x", filepath.Join(dir, "b.tar.gz")},
+		{"snapshot", "--root", dir, "--container-id", "x", "--pid", "1", filepath.Join(dir, "c.tar.gz")},
 	} {
 		_, stderr, code := run(t, args...)
 		if code != 2 {
@@ -86,7 +86,7 @@ func TestSnapshotContainerUsage(t *testing.T) {
 			t.Errorf("%v wrote the archive", args)
 		}
 	}
-	if _, stderr, _ := run(t, "snapshot", "--root", dir, "--container", "nosuch", filepath.Join(dir, "d.tar.gz")); !strings.Contains(stderr, `no container matches "nosuch"`) {
+	if _, stderr, _ := run(t, "snapshot", "--root", dir, "--container-id", "nosuch", filepath.Join(dir, "d.tar.gz")); !strings.Contains(stderr, `no container matches "nosuch"`) {
 		t.Errorf("stderr %q", stderr)
 	}
 }

@@ -60,7 +60,8 @@ markdown.`,
 			return w.Flush()
 		},
 	}
-	cmd.Flags().StringVar(&snapshot, "snapshot", "", "read a snapshot archive ('demo': the built-in scenario)")
+	g.addRootFlag(cmd)
+	Flag(cmd.Flags(), "snapshot", "").String(&snapshot, "")
 	cmd.Flags().BoolVar(&matrix, "matrix", false, "print the accelerator and NIC affinity matrix (nvidia-smi topo -m's classes)")
 	g.addOutputFlag(cmd, topoFormats...)
 	return cmd

@@ -299,7 +299,7 @@ func TestAgentDaemonSet(t *testing.T) {
 	if !slices.Equal(c.Command, []string{"/usr/bin/accel-doctor"}) {
 		t.Errorf("command %q", c.Command)
 	}
-	wantArgs := []string{"agent", "--root=/host", "--node-name=$(NODE_NAME)", "--interval=60s", "--listen=:9808"}
+	wantArgs := []string{"agent", "--root=/host", "--node-name=$(NODE_NAME)", "--interval=60s", "--metrics-address=:9808"}
 	if !slices.Equal(c.Args, wantArgs) {
 		t.Errorf("args %q, want %q", c.Args, wantArgs)
 	}

@@ -42,6 +42,11 @@ type TestOptions struct {
 	// Root is the host: its NUMA nodes, the host paths and CDI specs
 	// Allocate's answers name (default "/").
 	Root *hostfs.Root
+	// CDISpecDirs are the CDI spec directories (host paths, in priority
+	// order) the CDI names Allocate answers must resolve in; nil: the
+	// runtime's cdi_spec_dirs, else /etc/cdi and /var/run/cdi, as a
+	// container on this host would get them (internal/cdi).
+	CDISpecDirs []string
 	// Trigger changes one device's health when called (the mock's
 	// SIGUSR1); nil: the health-update latency is NOT_RUN.
 	Trigger func(ctx context.Context) error
@@ -403,8 +408,8 @@ func Test(ctx context.Context, o TestOptions) (*TestResult, error) {
 	if o.Socket != "" {
 		t := &tester{o: o, res: res, subject: o.Socket}
 		t.contract(ctx, o.Socket, nil)
-		res.notRun("register", o.Socket, report.Input("--socket dials the plugin directly: registration is checked with --kubelet-dir",
-			"--kubelet-dir DIR instead of --socket: the tester then serves DIR/kubelet.sock as the kubelet does, and the plugin registers with it"))
+		res.notRun("register", o.Socket, report.Input("--device-plugin-socket dials the plugin directly: registration is checked with --device-plugin-dir",
+			"--device-plugin-dir DIR instead of --device-plugin-socket: the tester then serves DIR/kubelet.sock as the kubelet does, and the plugin registers with it"))
 		return res, nil
 	}
 	return testAsKubelet(ctx, o, res)
@@ -1031,7 +1036,7 @@ func (t *tester) judgeAllocate(sock string, resp *pluginapi.AllocateResponse, id
 			continue
 		}
 		injects = append(injects, ev("", "CDI device %s", cd.Name))
-		chk := cdi.Check(t.o.Root, cd.Name, cdi.Options{})
+		chk := cdi.Check(t.o.Root, cd.Name, cdi.Options{Dirs: t.o.CDISpecDirs})
 		resolved := false
 		var why []report.Evidence
 		for _, f := range chk.Facts {
@@ -1067,7 +1072,7 @@ func (t *tester) reregistration(ctx context.Context, k *fakeKubelet, name string
 	at := time.Now()
 	if err := k.start(); err != nil {
 		t.res.notRun("reregistered", name, report.Explain("kubelet.sock could not be served again: "+err.Error(),
-			"The tester could not bind kubelet.sock again in --kubelet-dir: check that nothing else serves it (`ls -l DIR/kubelet.sock`, a kubelet on this host) and run the test again."))
+			"The tester could not bind kubelet.sock again in --device-plugin-dir: check that nothing else serves it (`ls -l DIR/kubelet.sock`, a kubelet on this host) and run the test again."))
 		return
 	}
 	for {

@@ -245,7 +245,33 @@ func TestPluginTestFindsNothingInOurPlugin(t *testing.T) {
 	}
 }
 
-// --socket mode: the calls are checked, registration is NOT_RUN with its
+// The CDI names Allocate answers resolve against TestOptions.CDISpecDirs
+// (plugin test --cdi-spec-dir): our plugin writing its spec into a
+// directory no runtime reads by default is UNRESOLVED without it, and
+// resolves with it.
+func TestPluginTestCDISpecDirs(t *testing.T) {
+	host := copyTree(t, filepath.Join(repoRoot(t), "testdata/hosts/nvidia-h100x8"))
+	root := fixtureRoot(t, host)
+	cfg := h100Config()
+	cfg.Resources = cfg.Resources[1:] // the CDI resource alone
+	cfg.CDISpecDir = "/etc/cdi-elsewhere"
+	for _, c := range []struct {
+		dirs []string
+		want string
+	}{
+		{nil, CodeAllocateCDIUnresolved},
+		{[]string{"/etc/cdi-elsewhere"}, CodeAllocateCDIResolved},
+	} {
+		dir := shortDir(t)
+		o := TestOptions{KubeletDir: dir, Timeout: 5 * time.Second, Watch: 100 * time.Millisecond, Root: root, CDISpecDirs: c.dirs}
+		res := runTest(t, o, func() { runPlugin(t, dir, cfg, root) })
+		if !hasCode(res, c.want) {
+			t.Errorf("CDISpecDirs %v: no %s\n%s", c.dirs, c.want, dump(res))
+		}
+	}
+}
+
+// --device-plugin-socket mode: the calls are checked, registration is NOT_RUN with its
 // reason, and a healthy mock has no defect.
 func TestPluginTestSocketMode(t *testing.T) {
 	dir := shortDir(t)
@@ -264,12 +290,12 @@ func TestPluginTestSocketMode(t *testing.T) {
 			t.Errorf("no %s\n%s", c, dump(res))
 		}
 	}
-	if hasCode(res, CodeRegistered) || !strings.Contains(dump(res), "register: --socket dials the plugin directly") {
-		t.Errorf("registration judged in --socket mode:\n%s", dump(res))
+	if hasCode(res, CodeRegistered) || !strings.Contains(dump(res), "register: --device-plugin-socket dials the plugin directly") {
+		t.Errorf("registration judged in --device-plugin-socket mode:\n%s", dump(res))
 	}
 	notRunFixes(t, res)
 	for _, f := range res.Findings {
-		if f.Check == "plugin.register" && !strings.Contains(f.Remediation, "Give --kubelet-dir DIR instead of --socket") {
+		if f.Check == "plugin.register" && !strings.Contains(f.Remediation, "Give --device-plugin-dir DIR instead of --device-plugin-socket") {
 			t.Errorf("registration NOT_RUN: fix %q", f.Remediation)
 		}
 	}

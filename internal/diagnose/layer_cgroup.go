@@ -87,7 +87,7 @@ listed and read, and a non-root query gets EPERM; a snapshot or fixture holds no
 BPF programs; a program uses an instruction accel-doctor's interpreter does not
 model, or runs past its step limit. accel-doctor never guesses: the answer is
 NOT_RUN, with the reason.`,
-		Remediation: "cgroup v2 programs unreadable: run as root (CAP_SYS_ADMIN) on the live host, or snapshot there. A default-allow v1 cgroup hides its deny rules from everyone, root included: measure instead of reading, by opening the node from inside the container (`runc exec ID sh -c ': <> /dev/nvidia0'`, `kubectl exec`): EPERM means the cgroup denies it. To see what the kernel makes of a rule set, `accel-doctor sandbox --allow 'c 195:* rw' --device /dev/nvidia0` applies exactly those rules in a transient cgroup and probes the node."},
+		Remediation: "cgroup v2 programs unreadable: run as root (CAP_SYS_ADMIN) on the live host, or snapshot there. A default-allow v1 cgroup hides its deny rules from everyone, root included: measure instead of reading, by opening the node from inside the container (`runc exec ID sh -c ': <> /dev/nvidia0'`, `kubectl exec`): EPERM means the cgroup denies it. To see what the kernel makes of a rule set, `accel-doctor sandbox --allow 'c 195:* rw' --device-node /dev/nvidia0` applies exactly those rules in a transient cgroup and probes the node."},
 	{Code: CodeCgroupNodeUnchecked, Layer: report.LayerCgroup, Title: "a node was not evaluated",
 		Explain: `The node's device number is unknown (it is missing and sysfs gives no number) or
 an earlier layer already failed for it, so there is nothing meaningful for the
@@ -109,7 +109,7 @@ changed by hand.`,
 		Explain: `For every accelerator node and every device the OCI spec names, the kernel's
 effective decision equals what linux.resources.devices asks for.`},
 	{Code: CodeCgroupSpecUnusable, Layer: report.LayerCgroup, Title: "the OCI spec given for the drift check could not be used",
-		Explain: `The --spec file could not be read or parsed as an OCI runtime config.json, or has
+		Explain: `The --oci-spec file could not be read or parsed as an OCI runtime config.json, or has
 no linux.resources.devices, so there is nothing to compare the kernel's policy
 with.`,
 		Remediation: "Pass the container's config.json (runc: the bundle's config.json; containerd: /run/containerd/io.containerd.runtime.v2.task/<ns>/<id>/config.json)."},
@@ -516,13 +516,13 @@ func allowedList(r, w cgroup.Decision) string {
 	return "read and write separately"
 }
 
-// specInput is the --spec the drift check needs.
-const specInput = "--spec with the container's own config.json, as its runtime wrote it (runc: the bundle's; containerd: /run/containerd/io.containerd.runtime.v2.task/NAMESPACE/ID/config.json)"
+// specInput is the --oci-spec the drift check needs.
+const specInput = "--oci-spec with the container's own config.json, as its runtime wrote it (runc: the bundle's; containerd: /run/containerd/io.containerd.runtime.v2.task/NAMESPACE/ID/config.json)"
 
-// errNoDeviceRules: a --spec without linux.resources.devices.
+// errNoDeviceRules: an --oci-spec without linux.resources.devices.
 var errNoDeviceRules = errors.New("no linux.resources.devices")
 
-// specWhy is why the --spec could not be used: not there or without
+// specWhy is why the --oci-spec could not be used: not there or without
 // device rules (give the container's), unreadable, or not JSON.
 func specWhy(e *Env, err error) report.Why {
 	switch {
@@ -532,7 +532,7 @@ func specWhy(e *Env, err error) report.Why {
 	return e.errWhy(err.Error(), err, e.Opts.Spec, "")
 }
 
-// readSpec reads the --spec config.json (redacted in a snapshot) and
+// readSpec reads the --oci-spec config.json (redacted in a snapshot) and
 // wants device rules in it.
 func readSpec(root *hostfs.Root, p string) (*specs.Spec, error) {
 	s, err := runtime.ReadSpec(root, p)
@@ -547,7 +547,7 @@ func readSpec(root *hostfs.Root, p string) (*specs.Spec, error) {
 
 func checkCgroupDrift(e *Env, out *Out) {
 	if e.Opts.Spec == "" {
-		return // asked for only with --spec: nothing to compare with
+		return // asked for only with --oci-spec: nothing to compare with
 	}
 	s, err := readSpec(e.Root, e.Opts.Spec)
 	if err != nil {

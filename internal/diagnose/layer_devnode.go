@@ -111,7 +111,7 @@ absence (permission). The reason says which.`,
 registered no DRM, accel, video4linux, KFD or VFIO node for it, and it is
 not an NVIDIA GPU. Some accelerators are used through a vendor-specific
 node or a network interface; those are not checked here.`,
-	Remediation: "Nothing to fix here; check the vendor's documentation for the node the device uses. To see whether that node opens at all, `accel-doctor sandbox --default allow --device NODE` opens it in a transient cgroup that allows every device and classifies the errno (ENXIO: no driver behind it; EACCES: mode, nodev or LSM).",
+	Remediation: "Nothing to fix here; check the vendor's documentation for the node the device uses. To see whether that node opens at all, `accel-doctor sandbox --default allow --device-node NODE` opens it in a transient cgroup that allows every device and classifies the errno (ENXIO: no driver behind it; EACCES: mode, nodev or LSM).",
 }, {
 	Code: CodeDevnodeMode, Layer: report.LayerDevNode,
 	Title: "the node's permissions are stricter than usual",

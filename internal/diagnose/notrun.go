@@ -158,7 +158,7 @@ func inherit(reason string, f report.Finding) report.Why {
 }
 
 // kubeletReadWhy is why the kubelet's or DRA's reader could look at
-// nothing: a --kubelet-dir that is not a host path, or a snapshot's
+// nothing: a --device-plugin-dir that is not a host path, or a snapshot's
 // record of the sockets that does not parse.
 func kubeletReadWhy(err error) report.Why {
 	if errors.Is(err, kubelet.ErrKubeletDir) {

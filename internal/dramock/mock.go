@@ -67,12 +67,12 @@ type ModeDoc struct {
 
 // ModeDocs documents every mode, in the order the CLI lists them.
 var ModeDocs = []ModeDoc{
-	{ModeHealthy, "registers through plugins_registry (kubeletplugin's registration server), serves the DRA v1 service, and answers NodePrepareResources with one CDI device per claim, k8s.DRIVER/claim=UID-DEVICE, whose spec it writes into --cdi-dir (edits: the env MOCK_VISIBLE_DEVICES=DEVICE); NodeUnprepareResources removes it.",
+	{ModeHealthy, "registers through plugins_registry (kubeletplugin's registration server), serves the DRA v1 service, and answers NodePrepareResources with one CDI device per claim, k8s.DRIVER/claim=UID-DEVICE, whose spec it writes into --cdi-spec-dir (edits: the env MOCK_VISIBLE_DEVICES=DEVICE); NodeUnprepareResources removes it.",
 		"none: `plugin test --dra` finds no defect.", nil},
 	{ModeNotRegistered, "serves the DRA service in its plugin directory but makes no registration socket (kubeletplugin.RegistrationService(false)).",
 		"pods whose claims the driver must prepare stay in ContainerCreating: \"DRA driver DRIVER is not registered\" (pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go); the node reader behind `accel-doctor check` (internal/dra) finds the driver's directory serving without a registration.",
 		[]string{CodeNotRegistered}},
-	{ModePrepareError, "answers every claim of NodePrepareResources with an error, --prepare-error TEXT.",
+	{ModePrepareError, "answers every claim of NodePrepareResources with an error, --error TEXT (default \"mock: preparation refused\").",
 		"the pod stays in ContainerCreating; its events say \"Failed to prepare dynamic resources: prepare dynamic resources: NodePrepareResources failed for ResourceClaim NAME: TEXT\" and the kubelet retries.",
 		[]string{CodePrepareFailed}},
 	{ModeNoCDISpec, "answers NodePrepareResources with CDI device IDs and writes no spec for them.",

@@ -164,7 +164,7 @@ func Test(ctx context.Context, o TestOptions) (*TestResult, error) {
 		dpIDs, err = listDevicePlugin(ctx, o)
 		if err != nil {
 			res.notRun("double-advertised", o.DevicePluginSocket, report.Explain("device plugin ListAndWatch: "+err.Error(),
-				"The device plugin given did not list its devices: check it on its own (`accel-doctor plugin test --socket "+o.DevicePluginSocket+"`), then run this test again."))
+				"The device plugin given did not list its devices: check it on its own (`accel-doctor plugin test --device-plugin-socket "+o.DevicePluginSocket+"`), then run this test again."))
 		}
 	}
 	prep := deviceplugin.Measurement{Name: "NodePrepareResources"}

@@ -44,7 +44,7 @@ the verdict:
     the condition and the annotation are written when they change and at
     least every --heartbeat (their interval_s), so that 'cluster' can tell a
     summary whose agent stopped (older than 3 heartbeats);
-  - Prometheus metrics on --listen: /metrics (accel_doctor_check_findings by
+  - Prometheus metrics on --metrics-address: /metrics (accel_doctor_check_findings by
     node, layer, code, status and device, with DCGM exporter's pci_bus_id,
     gpu, UUID, modelName labels and kube-state-metrics' resource; the run's
     duration and time) and /healthz (200 while the last check finished
@@ -92,7 +92,7 @@ does without --pid: in a DaemonSet, the agent's container.`,
 			}
 			ln, err := net.Listen("tcp", listen)
 			if err != nil {
-				return cli.UsageErr("--listen %s: %v", listen, err)
+				return cli.UsageErr("--metrics-address %s: %v", listen, err)
 			}
 			// A signal ends a run with 128+N (cli.Run); a DaemonSet pod
 			// gets SIGTERM at every rollout and node drain, which is no
@@ -134,13 +134,15 @@ does without --pid: in a DaemonSet, the agent's container.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.Kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then the in-cluster config)")
-	f.StringVar(&opts.Context, "context", "", "the kubeconfig context to use")
-	f.StringVar(&node, "node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
-	f.DurationVar(&interval, "interval", 60*time.Second, "how often to run check")
+	cli.Flag(f, "kubeconfig", cli.KubeconfigDefault).String(&opts.Kubeconfig, "")
+	cli.Flag(f, "context", "").String(&opts.Context, "")
+	g.AddRootFlag(cmd)
+	cli.Flag(f, "node-name", " (this node's; default $NODE_NAME)").String(&node, os.Getenv("NODE_NAME"))
+	cli.Flag(f, "interval", " of check's runs").Duration(&interval, 60*time.Second)
 	f.DurationVar(&heartbeat, "heartbeat", 5*time.Minute, "write the node's condition and summary at least this often when they do not change (at least --interval)")
-	f.StringVar(&listen, "listen", ":9808", "address of /metrics and /healthz")
-	f.StringVar(&kubeletDir, "kubelet-root-dir", "", "the kubelet's --root-dir on the host (default /var/lib/kubelet)")
+	cli.Flag(f, "metrics-address", " and /healthz").String(&listen, ":9808")
+	cli.Alias(f, "listen", "", "metrics-address", "")
+	cli.Flag(f, "kubelet-root-dir", "").String(&kubeletDir, "")
 	f.BoolVar(&metricsOnly, "metrics-only", false, "serve metrics only; write nothing to the API server")
 	return cmd
 }

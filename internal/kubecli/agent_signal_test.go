@@ -22,7 +22,7 @@ func startAgent(t *testing.T, extra ...string) (*exec.Cmd, <-chan string, *strin
 	t.Helper()
 	kube := filepath.Join(filepath.Dir(binary(t)), "accel-doctor-kube")
 	args := append([]string{"--root", "../../testdata/hosts/demo-h100x8-faults", "agent", "--node-name", "node-a",
-		"--interval", "1h", "--listen", "127.0.0.1:0"}, extra...)
+		"--interval", "1h", "--metrics-address", "127.0.0.1:0"}, extra...)
 	cmd := exec.Command(kube, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG=/nonexistent")
 	// A pipe of our own, not StderrPipe: Wait closes that one as soon as

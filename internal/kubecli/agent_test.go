@@ -19,7 +19,7 @@ func TestAgentUsageErrors(t *testing.T) {
 		{[]string{"--root", "../../testdata/hosts/demo-h100x8-faults", "agent", "--metrics-only"}, "--node-name is empty"},
 		{[]string{"--root", "../../testdata/hosts/demo-h100x8-faults", "agent", "--metrics-only", "--node-name", "n", "--interval", "10ms"}, "--interval"},
 		{[]string{"--root", empty, "agent", "--metrics-only", "--node-name", "n"}, empty},
-		{[]string{"--root", "../../testdata/hosts/demo-h100x8-faults", "agent", "--metrics-only", "--node-name", "n", "--listen", "256.0.0.1:1"}, "--listen"},
+		{[]string{"--root", "../../testdata/hosts/demo-h100x8-faults", "agent", "--metrics-only", "--node-name", "n", "--metrics-address", "256.0.0.1:1"}, "--metrics-address"},
 	} {
 		_, stderr, code := run(t, tc.args...)
 		if code != 2 || !strings.Contains(stderr, tc.want) {

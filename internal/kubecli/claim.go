@@ -78,9 +78,9 @@ Exit status: 0 allocated or allocatable; 1 the claim cannot be allocated;
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.Kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then the in-cluster config)")
-	f.StringVar(&opts.Context, "context", "", "the kubeconfig context to use")
-	f.StringVarP(&opts.Namespace, "namespace", "n", "", "the claim's namespace when the argument is a bare NAME (default: default)")
+	cli.Flag(f, "kubeconfig", cli.KubeconfigDefault).String(&opts.Kubeconfig, "")
+	cli.Flag(f, "context", "").String(&opts.Context, "")
+	cli.Flag(f, "namespace", ": the claim's, when the argument is a bare NAME (default: default)").String(&opts.Namespace, "")
 	g.AddOutputFlag(cmd)
 	return cmd
 }

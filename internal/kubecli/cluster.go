@@ -62,10 +62,10 @@ usage error.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.Kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then the in-cluster config)")
-	f.StringVar(&opts.Context, "context", "", "the kubeconfig context to use")
-	f.StringVarP(&opts.Namespace, "namespace", "n", "", "only the pods and events of this namespace (default: all namespaces; nodes are always all)")
-	f.BoolVarP(&verbose, "verbose", "v", false, "text output: list every node, the healthy ones too")
+	cli.Flag(f, "kubeconfig", cli.KubeconfigDefault).String(&opts.Kubeconfig, "")
+	cli.Flag(f, "context", "").String(&opts.Context, "")
+	cli.Flag(f, "namespace", ": only its pods and events (default: all namespaces; nodes are always all)").String(&opts.Namespace, "")
+	cli.Flag(f, "verbose", " (every node, the healthy ones too)").Bool(&verbose, false)
 	g.AddOutputFlag(cmd)
 	return cmd
 }

@@ -49,8 +49,8 @@ be read, or a usage error.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&opts.Kubeconfig, "kubeconfig", "", "path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then the in-cluster config)")
-	f.StringVar(&opts.Context, "context", "", "the kubeconfig context to use")
+	cli.Flag(f, "kubeconfig", cli.KubeconfigDefault).String(&opts.Kubeconfig, "")
+	cli.Flag(f, "context", "").String(&opts.Context, "")
 	g.AddOutputFlag(cmd)
 	return cmd
 }

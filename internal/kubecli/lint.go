@@ -114,12 +114,12 @@ document could be judged (empty input, or only kinds lint does not read).`,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringArrayVarP(&files, "filename", "f", nil, "a manifest file, a directory of them, or - for stdin (repeatable)")
+	cli.Flag(fl, "filename", ": a manifest or a directory of them (repeatable)").StringArray(&files, nil)
 	fl.BoolVarP(&recursive, "recursive", "R", false, "with -f DIR: read its subdirectories too")
-	fl.BoolVarP(&verbose, "verbose", "v", false, "text output: list every workload, the clean ones too")
+	cli.Flag(fl, "verbose", " (every workload, the clean ones too)").Bool(&verbose, false)
 	fl.BoolVar(&withCluster, "cluster", false, "also check against the live API server: RuntimeClasses, DeviceClasses, nodes' labels, taints and allocatable resources (read-only)")
-	fl.StringVar(&opts.Kubeconfig, "kubeconfig", "", "with --cluster: path to the kubeconfig file (default: $KUBECONFIG, then ~/.kube/config, then the in-cluster config)")
-	fl.StringVar(&opts.Context, "context", "", "with --cluster: the kubeconfig context to use")
+	cli.Flag(fl, "kubeconfig", cli.KubeconfigDefault+"; with --cluster").String(&opts.Kubeconfig, "")
+	cli.Flag(fl, "context", "; with --cluster").String(&opts.Context, "")
 	g.AddOutputFlag(cmd)
 	return cmd
 }

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/accel-doctor/accel-doctor/internal/kubeletcli"
 
@@ -29,19 +28,20 @@ type draMockFlags struct {
 	cdiDir      string
 	nodeName    string
 	kubeconfig  string
-	err         string
 }
 
 func (f *draMockFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.BoolVar(&f.dra, "dra", false, "run a fake DRA driver instead of a device plugin (see DRA below)")
-	fl.StringVar(&f.driver, "driver", "gpu.example.com", "--dra: the DRA driver name")
-	fl.StringVar(&f.registryDir, "plugins-registry", "/var/lib/kubelet/plugins_registry", "--dra: the kubelet's plugin registration directory")
-	fl.StringVar(&f.pluginDir, "plugin-dir", "", "--dra: the driver's data directory, where dra.sock is made (default /var/lib/kubelet/plugins/DRIVER)")
-	fl.StringVar(&f.cdiDir, "cdi-dir", "/var/run/cdi", "--dra: where the per-claim CDI specs are written")
-	fl.StringVar(&f.nodeName, "node-name", "", "--dra: the node the ResourceSlice is for (default: the host name); the pool's name")
-	fl.StringVar(&f.kubeconfig, "kubeconfig", "", "--dra: a kubeconfig; with it the mock publishes a ResourceSlice and reads claims from the API server; without it nothing is published")
-	fl.StringVar(&f.err, "prepare-error", "mock: preparation refused", "--dra, prepare-error: the error NodePrepareResources answers")
+	cli.Flag(fl, "dra", ": run a fake one (see DRA below)").Bool(&f.dra, false)
+	cli.Flag(fl, "driver", " to serve (--dra)").String(&f.driver, "gpu.example.com")
+	cli.Flag(fl, "plugins-registry", ": the registration socket is made here (--dra)").String(&f.registryDir, "/var/lib/kubelet/plugins_registry")
+	cli.Flag(fl, "plugin-data-dir", " (--dra; default /var/lib/kubelet/plugins/DRIVER)").String(&f.pluginDir, "")
+	cli.Alias(fl, "plugin-dir", "", "plugin-data-dir", "")
+	cli.Flag(fl, "cdi-spec-dir", " where the per-claim CDI specs are written (--dra)").String(&f.cdiDir, "/var/run/cdi")
+	cli.Alias(fl, "cdi-dir", "", "cdi-spec-dir", "")
+	cli.Flag(fl, "node-name", ": the ResourceSlice's node, and its pool's name (--dra; default: the host name)").String(&f.nodeName, "")
+	cli.Flag(fl, "kubeconfig", ": with it the mock publishes a ResourceSlice and reads claims from the API server; without it nothing is published (--dra)").String(&f.kubeconfig, "")
+	cli.Alias(fl, "prepare-error", "", "error", "")
 }
 
 func draMockHelp() string {
@@ -50,8 +50,8 @@ func draMockHelp() string {
 DRA (--dra --driver NAME): a fake DRA driver built on
 k8s.io/dynamic-resource-allocation/kubeletplugin, with --devices fake devices
 (dev-0 ... dev-N-1). It WRITES its registration socket in --plugins-registry,
-its DRA service socket dra.sock in --plugin-dir, and one CDI spec per
-prepared claim in --cdi-dir (removed on unprepare and on exit).
+its DRA service socket dra.sock in --plugin-data-dir, and one CDI spec per
+prepared claim in --cdi-spec-dir (removed on unprepare and on exit).
 
 Without --kubeconfig there is no API server: no ResourceSlice is published,
 and each claim the kubelet side asks to prepare is held in an in-memory
@@ -75,20 +75,20 @@ SIGTERM or SIGINT: it stops.`)
 	return b.String()
 }
 
-func runDRAMock(ctx context.Context, g *cli.Globals, f *draMockFlags, mode string, devices int, logFormat string, debug bool) error {
+func runDRAMock(ctx context.Context, g *cli.Globals, f *draMockFlags, mf cli.MockFlags) error {
 	for _, p := range []string{f.registryDir, f.cdiDir} {
 		if !filepath.IsAbs(p) {
 			return cli.UsageErr("--dra: %q is not absolute (the kubelet dials registrations and endpoints by path)", p)
 		}
 	}
 	if f.pluginDir != "" && !filepath.IsAbs(f.pluginDir) {
-		return cli.UsageErr("--plugin-dir %q is not absolute", f.pluginDir)
+		return cli.UsageErr("--plugin-data-dir %q is not absolute", f.pluginDir)
 	}
-	log, err := kubeletcli.PluginLogger(g.Stderr(), logFormat, debug)
+	log, err := kubeletcli.PluginLogger(g.Stderr(), mf.LogFormat, mf.Debug)
 	if err != nil {
 		return err
 	}
-	cfg := dramock.Config{Driver: f.driver, Devices: devices, Mode: dramock.Mode(mode), Error: f.err,
+	cfg := dramock.Config{Driver: f.driver, Devices: mf.Devices, Mode: dramock.Mode(mf.Mode), Error: mf.Error,
 		RegistryDir: f.registryDir, PluginDir: f.pluginDir, CDIDir: f.cdiDir, NodeName: f.nodeName}
 	if cfg.NodeName == "" {
 		cfg.NodeName = hostName()
@@ -117,24 +117,21 @@ func runDRAMock(ctx context.Context, g *cli.Globals, f *draMockFlags, mode strin
 	return m.Run(ctx)
 }
 
-// draTestFlags are `plugin test --dra`'s own flags.
+// draTestFlags are `plugin test --dra`'s own flags (it shares
+// --cdi-spec-dir, --device-plugin-socket and --samples with the device
+// plugin's side: cli.TestFlags).
 type draTestFlags struct {
 	dra         bool
 	registryDir string
 	driver      string
-	cdiDirs     []string
-	dpSocket    string
-	samples     int
 }
 
 func (f *draTestFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.BoolVar(&f.dra, "dra", false, "test a DRA driver, acting as the kubelet's DRA side (see DRA below)")
-	fl.StringVar(&f.registryDir, "plugins-registry", "", "--dra: the plugins_registry directory the driver registers in")
-	fl.StringVar(&f.driver, "driver", "", "--dra: the driver to test (default: the first DRA registration that answers)")
-	fl.StringSliceVar(&f.cdiDirs, "cdi-dir", nil, "--dra: CDI spec directories the answered CDI IDs must resolve in (default /etc/cdi,/var/run/cdi)")
-	fl.StringVar(&f.dpSocket, "device-plugin-socket", "", "--dra: a device plugin socket whose devices must not be the driver's (double advertising)")
-	fl.IntVar(&f.samples, "samples", 20, "--dra: claims prepared and unprepared for the latencies")
+	cli.Flag(fl, "dra", ": test one, acting as the kubelet's DRA side (see DRA below)").Bool(&f.dra, false)
+	cli.Flag(fl, "plugins-registry", ": the driver registers in it (--dra)").String(&f.registryDir, "")
+	cli.Flag(fl, "driver", " to test (--dra; default: the first DRA registration that answers)").String(&f.driver, "")
+	cli.Alias(fl, "cdi-dir", "", "cdi-spec-dir", "")
 }
 
 const draTestHelp = `
@@ -144,14 +141,16 @@ NotifyRegistrationStatus, as the kubelet's plugin watcher does (this tells
 the driver it was registered, or refused: it changes the driver's state, so
 never point it at a node's real kubelet directory), dials the endpoint,
 calls NodePrepareResources with claims it makes up (namespace
-accel-doctor-test), resolves every answered CDI device ID against --cdi-dir,
-and NodeUnprepareResources for each. Codes DRA_PLUGIN_*; measured:
+accel-doctor-test), resolves every answered CDI device ID against
+--cdi-spec-dir (default /etc/cdi,/var/run/cdi), and NodeUnprepareResources
+for each; with --device-plugin-socket, a device plugin there must not
+advertise the devices the driver prepares. Codes DRA_PLUGIN_*; measured:
 registration socket -> GetInfo, NodePrepareResources and
 NodeUnprepareResources p50/p99. SIGINT or SIGTERM stops the test: a claim
 it prepared is unprepared first (the driver removes its CDI spec), nothing
 is reported, and it exits 128+N (130, 143).`
 
-func runDRATest(ctx context.Context, g *cli.Globals, f *draTestFlags, timeout time.Duration, verbose bool) error {
+func runDRATest(ctx context.Context, g *cli.Globals, f *draTestFlags, tf cli.TestFlags) error {
 	if f.registryDir == "" {
 		return cli.UsageErr("--dra needs --plugins-registry DIR")
 	}
@@ -163,18 +162,22 @@ func runDRATest(ctx context.Context, g *cli.Globals, f *draTestFlags, timeout ti
 	if err != nil {
 		return cli.UsageErr("%v", err)
 	}
+	samples := tf.Samples
+	if samples == 0 {
+		samples = 20
+	}
 	// On SIGINT or SIGTERM the test stops, unprepares the claim it
 	// prepared, and the run exits 128+N.
 	cli.TakeCancel()
-	res, err := dramock.Test(ctx, dramock.TestOptions{RegistryDir: dir, Driver: f.driver, CDIDirs: f.cdiDirs,
-		DevicePluginSocket: f.dpSocket, Timeout: timeout, Samples: f.samples, Root: root})
+	res, err := dramock.Test(ctx, dramock.TestOptions{RegistryDir: dir, Driver: f.driver, CDIDirs: tf.CDISpecDirs,
+		DevicePluginSocket: tf.DevicePluginSocket, Timeout: tf.Timeout, Samples: samples, Root: root})
 	if ctx.Err() != nil {
 		return context.Cause(ctx) // a test cut short judges nothing
 	}
 	if err != nil {
 		return cli.UsageErr("%v", err)
 	}
-	return kubeletcli.RenderTest(g, "plugin test --dra", "dra "+dir, res.Findings, res.Measurements, verbose)
+	return kubeletcli.RenderTest(g, "plugin test --dra", "dra "+dir, res.Findings, res.Measurements, tf.Verbose)
 }
 
 // hostName is the node name a DRA driver uses by default (the kubelet's
@@ -193,18 +196,18 @@ func draPlugin() *cli.DRAPlugin {
 		MockHelp: draMockHelp(),
 		TestHelp: draTestHelp,
 		Modes:    dramock.Modes(),
-		AddMockFlags: func(cmd *cobra.Command) (func() bool, func(context.Context, *cli.Globals, string, int, string, bool) error) {
+		AddMockFlags: func(cmd *cobra.Command) (func() bool, func(context.Context, *cli.Globals, cli.MockFlags) error) {
 			f := &draMockFlags{}
 			f.add(cmd)
-			return func() bool { return f.dra }, func(ctx context.Context, g *cli.Globals, mode string, devices int, logFormat string, debug bool) error {
-				return runDRAMock(ctx, g, f, mode, devices, logFormat, debug)
+			return func() bool { return f.dra }, func(ctx context.Context, g *cli.Globals, mf cli.MockFlags) error {
+				return runDRAMock(ctx, g, f, mf)
 			}
 		},
-		AddTestFlags: func(cmd *cobra.Command) (func() bool, func(context.Context, *cli.Globals, time.Duration, bool) error) {
+		AddTestFlags: func(cmd *cobra.Command) (func() bool, func(context.Context, *cli.Globals, cli.TestFlags) error) {
 			f := &draTestFlags{}
 			f.add(cmd)
-			return func() bool { return f.dra }, func(ctx context.Context, g *cli.Globals, timeout time.Duration, verbose bool) error {
-				return runDRATest(ctx, g, f, timeout, verbose)
+			return func() bool { return f.dra }, func(ctx context.Context, g *cli.Globals, tf cli.TestFlags) error {
+				return runDRATest(ctx, g, f, tf)
 			}
 		},
 	}

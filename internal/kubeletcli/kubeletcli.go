@@ -28,7 +28,7 @@ func Commands(g *cli.Globals) []*cobra.Command {
 }
 
 func newKubeletRPCCmd(g *cli.Globals) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:    "kubelet-rpc",
 		Short:  "Make layer 6's read-only calls on the kubelet's sockets for accel-doctor (a JSON request on stdin, the replies on stdout)",
 		Hidden: true,
@@ -44,4 +44,6 @@ func newKubeletRPCCmd(g *cli.Globals) *cobra.Command {
 			return nil
 		},
 	}
+	g.AddRootFlag(cmd)
+	return cmd
 }

@@ -79,14 +79,15 @@ type daemonFlags struct {
 
 func (f *daemonFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.kubeletDir, "kubelet-dir", deviceplugin.DefaultKubeletDir, "the kubelet's device-plugins directory (its kubelet.sock; the plugin's socket is made here)")
-	fl.StringVar(&f.logFormat, "log-format", "text", "log format on stderr: text or json")
-	fl.BoolVar(&f.debug, "debug", false, "log every call")
+	cli.Flag(fl, "device-plugin-dir", "; the plugin's socket is made here").String(&f.kubeletDir, deviceplugin.DefaultKubeletDir)
+	cli.Alias(fl, "kubelet-dir", "", "device-plugin-dir", "--kubelet-root-dir is the kubelet's --root-dir")
+	cli.Flag(fl, "log-format", "").String(&f.logFormat, "text")
+	cli.Flag(fl, "debug", "").Bool(&f.debug, false)
 }
 
 func (f *daemonFlags) check() error {
 	if !filepath.IsAbs(f.kubeletDir) {
-		return cli.UsageErr("--kubelet-dir %q is not absolute (the kubelet registers sockets by path)", f.kubeletDir)
+		return cli.UsageErr("--device-plugin-dir %q is not absolute (the kubelet registers sockets by path)", f.kubeletDir)
 	}
 	return nil
 }
@@ -98,7 +99,7 @@ func newPluginServeCmd(g *cli.Globals) *cobra.Command {
 		metrics string
 	)
 	cmd := &cobra.Command{
-		Use:   "serve --config FILE [--kubelet-dir DIR]",
+		Use:   "serve --config FILE [--device-plugin-dir DIR]",
 		Short: "Run a generic device plugin for the resources of a config file (WRITES sockets and CDI specs)",
 		Long: `serve is a Kubernetes device plugin. The config file (YAML; see
 docs/device-plugin.md and docs/plugin-config.example.yaml) declares resources:
@@ -107,7 +108,7 @@ what a container gets (device nodes, mounts, env), and whether Allocate
 answers with CDI device names or with DeviceSpecs.
 
 It WRITES to the host: one socket per resource in the kubelet's
-device-plugins directory (--kubelet-dir), and, for CDI resources, a CDI
+device-plugins directory (--device-plugin-dir), and, for CDI resources, a CDI
 spec accel-doctor-VENDOR-CLASS.json in the config's cdiSpecDir
 (/var/run/cdi by default), under --root. It reads devices through --root.
 
@@ -174,8 +175,9 @@ SIGTERM or SIGINT: the sockets are removed and it exits 0.`,
 		},
 	}
 	f.add(cmd)
+	g.AddRootFlag(cmd)
 	cmd.Flags().StringVar(&config, "config", "", "the plugin's config file (YAML)")
-	cmd.Flags().StringVar(&metrics, "metrics-address", "", "serve Prometheus metrics on this address, /metrics (e.g. 127.0.0.1:9464; default off)")
+	cli.Flag(cmd.Flags(), "metrics-address", " (e.g. 127.0.0.1:9464; default off)").String(&metrics, "")
 	return cmd
 }
 
@@ -201,19 +203,19 @@ func newPluginMockCmd(g *cli.Globals) *cobra.Command {
 	dra := draPlugin(g)
 	var (
 		draGiven func() bool
-		draRun   func(context.Context, *cli.Globals, string, int, string, bool) error
+		draRun   func(context.Context, *cli.Globals, cli.MockFlags) error
 	)
 	var modes strings.Builder
 	for _, d := range deviceplugin.ModeDocs {
 		fmt.Fprintf(&modes, "  %s\n      %s\n      Symptom: %s\n", d.Mode, d.Does, d.Symptom)
 	}
 	cmd := &cobra.Command{
-		Use:   "mock --resource NAME --devices N --mode MODE [--kubelet-dir DIR] | mock --dra --driver NAME [--mode MODE]",
+		Use:   "mock --resource NAME --devices N --mode MODE [--device-plugin-dir DIR] | mock --dra --driver NAME [--mode MODE]",
 		Short: "Run a fake device plugin that plants one failure, to reproduce it in a test cluster (WRITES a socket)",
 		Long: `mock is a fake device plugin with N fake devices (mock-0 ... mock-N-1) and
 one planted failure, to reproduce in a test cluster what users report against
 device plugins. It WRITES its socket (two in mode duplicate) in
---kubelet-dir; it touches no device.
+--device-plugin-dir; it touches no device.
 
 Modes (MODE=ARG sets the mode's argument: flapping=500ms, slow-allocate=2s,
 fail-allocate="text"):
@@ -229,7 +231,7 @@ removed and it exits 0.` + dra.MockHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if draGiven() {
-				return draRun(cmd.Context(), g, md, mc.Devices, f.logFormat, f.debug)
+				return draRun(cmd.Context(), g, cli.MockFlags{Mode: md, Devices: mc.Devices, Error: mc.Error, LogFormat: f.logFormat, Debug: f.debug})
 			}
 			if err := f.check(); err != nil {
 				return err
@@ -290,48 +292,50 @@ removed and it exits 0.` + dra.MockHelp,
 	fl.StringVar(&mc.Resource, "resource", "fake.example.com/gpu", "the extended resource name to register")
 	fl.IntVar(&mc.Devices, "devices", 2, "number of fake devices")
 	fl.StringVar(&md, "mode", "healthy", "the failure to plant: "+strings.Join(deviceplugin.Modes(), ", ")+draModes(dra))
-	fl.DurationVar(&mc.Interval, "interval", time.Second, "flapping: the period of the health flips; duplicate: how often the first instance resends its list")
+	cli.Flag(fl, "interval", " of the planted failure: flapping's health flips, duplicate's resent lists").Duration(&mc.Interval, time.Second)
 	fl.DurationVar(&mc.Delay, "delay", 5*time.Second, "slow-allocate: how long Allocate takes")
-	fl.StringVar(&mc.Error, "error", "mock: allocation refused", "fail-allocate: the error Allocate returns")
-	fl.StringVar(&mc.Socket, "socket-name", "", "the socket's file name in --kubelet-dir (default accel-doctor-mock-<domain>_<name>.sock)")
+	cli.Flag(fl, "error", ` (fail-allocate: Allocate's, default "mock: allocation refused"`+draError(dra)+")").String(&mc.Error, "")
+	fl.StringVar(&mc.Socket, "socket-name", "", "the socket's file name in --device-plugin-dir (default accel-doctor-mock-<domain>_<name>.sock)")
 	draGiven, draRun = dra.AddMockFlags(cmd)
 	return cmd
 }
 
 func newPluginTestCmd(g *cli.Globals) *cobra.Command {
 	var (
-		o          deviceplugin.TestOptions
-		noRereg    bool
-		noTrigger  bool
-		verbose    bool
-		socketFlag string
+		o         deviceplugin.TestOptions
+		noRereg   bool
+		noTrigger bool
+		verbose   bool
+		socket    string
+		samples   int
 	)
 	dra := draPlugin(g)
 	var (
 		draGiven func() bool
-		draRun   func(context.Context, *cli.Globals, time.Duration, bool) error
+		draRun   func(context.Context, *cli.Globals, cli.TestFlags) error
 	)
 	cmd := &cobra.Command{
-		Use:   "test (--kubelet-dir DIR | --socket PATH | --dra --plugins-registry DIR) [--timeout D]",
+		Use:   "test (--device-plugin-dir DIR | --device-plugin-socket PATH | --dra --plugins-registry DIR) [--timeout D]",
 		Short: "Check a device plugin against the kubelet's contract, acting as the kubelet, and time it",
 		Long: `test is the kubelet side of the device-plugin API.
 
-With --kubelet-dir DIR it acts as the kubelet: it serves DIR/kubelet.sock
+With --device-plugin-dir DIR it acts as the kubelet: it serves DIR/kubelet.sock
 (refusing if something answers there already: never point it at a live
 kubelet's directory), accepts Register as the kubelet does (API version,
 extended resource name, the endpoint dialled back, GetDevicePluginOptions,
 then ListAndWatch), and finally recreates kubelet.sock, as a restarting
 kubelet does, and waits for the plugin to register again (--no-reregister
-skips that). With --socket PATH it dials a plugin directly and checks the
-calls only.
+skips that). With --device-plugin-socket PATH it dials a plugin directly
+and checks the calls only.
 
 The checks (codes PLUGIN_*, listed with their meaning in
 docs/device-plugin.md): GetDevicePluginOptions; ListAndWatch (unique IDs of
 at most 63 characters, valid health values, NUMA nodes this host has; health
 changes nobody made during --watch); GetPreferredAllocation when advertised
 (size and must-include honoured); Allocate (host paths of device specs and
-mounts exist on this host, CDI names resolve against its specs, env names
-valid; an unknown ID refused); PreStartContainer when required.
+mounts exist on this host, CDI names resolve against its specs in
+--cdi-spec-dir, env names valid; an unknown ID refused); PreStartContainer
+when required.
 
 It measures and prints: registration -> first ListAndWatch, a health
 change -> the ListAndWatch update (only against accel-doctor's plugin mock,
@@ -345,25 +349,31 @@ SIGTERM stops the test where it is: kubelet.sock is removed, nothing is
 reported, and it exits 128+N (130, 143).` + dra.TestHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if draGiven() {
-				return draRun(cmd.Context(), g, o.Timeout, verbose)
+			for _, d := range o.CDISpecDirs {
+				if !strings.HasPrefix(d, "/") {
+					return cli.UsageErr("--cdi-spec-dir %q is not a host-absolute path", d)
+				}
 			}
-			o.Socket = socketFlag
+			if draGiven() {
+				return draRun(cmd.Context(), g, cli.TestFlags{Timeout: o.Timeout, Verbose: verbose, CDISpecDirs: o.CDISpecDirs,
+					DevicePluginSocket: socket, Samples: samples})
+			}
+			o.Socket, o.AllocateSamples = socket, samples
 			if (o.KubeletDir == "") == (o.Socket == "") {
-				return cli.UsageErr("give exactly one of --kubelet-dir DIR and --socket PATH")
+				return cli.UsageErr("give exactly one of --device-plugin-dir DIR and --device-plugin-socket PATH")
 			}
 			if o.KubeletDir != "" && !filepath.IsAbs(o.KubeletDir) {
 				abs, err := filepath.Abs(o.KubeletDir)
 				if err != nil {
-					return cli.UsageErr("--kubelet-dir: %v", err)
+					return cli.UsageErr("--device-plugin-dir: %v", err)
 				}
 				o.KubeletDir = abs
 			}
 			if o.Socket != "" {
 				if fi, err := os.Stat(o.Socket); err != nil {
-					return cli.UsageErr("--socket: %v", err)
+					return cli.UsageErr("--device-plugin-socket: %v", err)
 				} else if fi.Mode()&os.ModeSocket == 0 {
-					return cli.UsageErr("--socket %s is not a socket", o.Socket)
+					return cli.UsageErr("--device-plugin-socket %s is not a socket", o.Socket)
 				}
 			}
 			root, err := hostfs.New(g.RootDir())
@@ -396,14 +406,19 @@ reported, and it exits 128+N (130, 143).` + dra.TestHelp,
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&o.KubeletDir, "kubelet-dir", "", "act as the kubelet: serve DIR/kubelet.sock and test the plugins that register")
-	fl.StringVar(&socketFlag, "socket", "", "dial this plugin socket directly")
+	g.AddRootFlag(cmd)
+	cli.Flag(fl, "device-plugin-dir", ": act as the kubelet, serve kubelet.sock there and test the plugins that register").String(&o.KubeletDir, "")
+	cli.Alias(fl, "kubelet-dir", "", "device-plugin-dir", "--kubelet-root-dir is the kubelet's --root-dir")
+	cli.Flag(fl, "device-plugin-socket", ": dial it directly and test it"+draSocket(dra)).String(&socket, "")
+	cli.Alias(fl, "socket", "", "device-plugin-socket", "")
+	cli.Flag(fl, "cdi-spec-dir", cli.CDISpecDirsHelp).StringSlice(&o.CDISpecDirs, nil)
 	fl.DurationVar(&o.Timeout, "timeout", 10*time.Second, "bound of each wait: for Register, a call, the first list, a health update")
 	fl.DurationVar(&o.Watch, "watch", 2*time.Second, "how long ListAndWatch is watched for health changes nobody made")
-	fl.IntVar(&o.AllocateSamples, "allocate-samples", 100, "Allocate calls timed for p50/p99 (fewer when they are slow: at most 2 s are spent)")
-	fl.BoolVar(&noRereg, "no-reregister", false, "with --kubelet-dir: do not recreate kubelet.sock to test re-registration")
+	cli.Flag(fl, "samples", ": Allocate calls (default 100; fewer when they are slow: at most 2 s are spent)"+draSamples(dra)).Int(&samples, 0)
+	cli.Alias(fl, "allocate-samples", "", "samples", "")
+	fl.BoolVar(&noRereg, "no-reregister", false, "with --device-plugin-dir: do not recreate kubelet.sock to test re-registration")
 	fl.BoolVar(&noTrigger, "no-trigger", false, "do not signal accel-doctor's mock to time a health change")
-	fl.BoolVarP(&verbose, "verbose", "v", false, "text output: list every check, the ones that passed too")
+	cli.Flag(fl, "verbose", "").Bool(&verbose, false)
 	draGiven, draRun = dra.AddTestFlags(cmd)
 	g.AddOutputFlag(cmd)
 	return cmd
@@ -458,7 +473,7 @@ func fmtDur(d time.Duration) string {
 // plugin's socket, the process that serves it, and makes a trigger only
 // when that process is accel-doctor's plugin mock: SIGUSR1 flips one of
 // its devices' health. No other process is ever signalled. In
-// --kubelet-dir mode the socket is known only once the plugin registers,
+// --device-plugin-dir mode the socket is known only once the plugin registers,
 // so the lookup is made on the first pull.
 func mockTrigger(o deviceplugin.TestOptions) (func(context.Context) error, string) {
 	var (
@@ -565,13 +580,36 @@ func draPlugin(g *cli.Globals) *cli.DRAPlugin {
 	return &cli.DRAPlugin{
 		MockHelp: "\n\nWith --dra it is a fake DRA driver instead: accel-doctor-kube runs it (accel-doctor-kube plugin mock --help).",
 		TestHelp: "\n\nWith --dra it tests a DRA driver: accel-doctor-kube runs it (accel-doctor-kube plugin test --help).",
-		AddMockFlags: func(*cobra.Command) (func() bool, func(context.Context, *cli.Globals, string, int, string, bool) error) {
+		AddMockFlags: func(*cobra.Command) (func() bool, func(context.Context, *cli.Globals, cli.MockFlags) error) {
 			return func() bool { return false }, nil
 		},
-		AddTestFlags: func(*cobra.Command) (func() bool, func(context.Context, *cli.Globals, time.Duration, bool) error) {
+		AddTestFlags: func(*cobra.Command) (func() bool, func(context.Context, *cli.Globals, cli.TestFlags) error) {
 			return func() bool { return false }, nil
 		},
 	}
+}
+
+// What the flags both sides share do with --dra, in their help (in
+// accel-doctor-kube: the binary with the DRA side).
+func draError(d *cli.DRAPlugin) string {
+	if len(d.Modes) == 0 {
+		return ""
+	}
+	return `; --dra prepare-error: NodePrepareResources', default "mock: preparation refused"`
+}
+
+func draSocket(d *cli.DRAPlugin) string {
+	if len(d.Modes) == 0 {
+		return ""
+	}
+	return "; with --dra: one whose devices must not be the driver's too (double advertising)"
+}
+
+func draSamples(d *cli.DRAPlugin) string {
+	if len(d.Modes) == 0 {
+		return ""
+	}
+	return "; with --dra: claims prepared and unprepared (default 20)"
 }
 
 func draModes(d *cli.DRAPlugin) string {

@@ -58,9 +58,9 @@ func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
 // socket behind.
 func TestPluginBinaryMockAndTest(t *testing.T) {
 	dir := sockDir(t)
-	tester := start(t, "plugin", "test", "--kubelet-dir", dir, "--timeout", "5s", "--watch", "300ms", "-o", "json")
+	tester := start(t, "plugin", "test", "--device-plugin-dir", dir, "--timeout", "5s", "--watch", "300ms", "-o", "json")
 	testutil.WaitFile(t, filepath.Join(dir, deviceplugin.KubeletSocket))
-	mock := start(t, "plugin", "mock", "--kubelet-dir", dir, "--resource", "fake.example.com/gpu", "--devices", "2", "--mode", "healthy")
+	mock := start(t, "plugin", "mock", "--device-plugin-dir", dir, "--resource", "fake.example.com/gpu", "--devices", "2", "--mode", "healthy")
 	line := mock.WaitLine(t, "REGISTERED ")
 	if want := "REGISTERED fake.example.com/gpu " + filepath.Join(dir, "accel-doctor-mock-fake.example.com_gpu.sock"); line != want {
 		t.Errorf("ready line %q, want %q", line, want)
@@ -91,9 +91,9 @@ func TestPluginBinaryFindsPlantedFailures(t *testing.T) {
 	} {
 		t.Run(strings.Fields(mode)[0], func(t *testing.T) {
 			dir := sockDir(t)
-			tester := start(t, "plugin", "test", "--kubelet-dir", dir, "--timeout", "5s", "--watch", "200ms")
+			tester := start(t, "plugin", "test", "--device-plugin-dir", dir, "--timeout", "5s", "--watch", "200ms")
 			testutil.WaitFile(t, filepath.Join(dir, deviceplugin.KubeletSocket))
-			mock := start(t, "plugin", "mock", "--kubelet-dir", dir, "--mode", mode)
+			mock := start(t, "plugin", "mock", "--device-plugin-dir", dir, "--mode", mode)
 			code, out := tester.Wait(t)
 			if code != 1 || !strings.Contains(out, want) || !strings.Contains(out, "Measured:") {
 				t.Errorf("exit %d, want 1 with %s and the measurements:\n%s", code, want, out)
@@ -127,9 +127,9 @@ func TestPluginBinaryServe(t *testing.T) {
   cdi: {vendor: example.com, class: gpu}
 `), 0o644)
 	dir := sockDir(t)
-	tester := start(t, "--root", host, "plugin", "test", "--kubelet-dir", dir, "--timeout", "5s", "--watch", "200ms", "-o", "json")
+	tester := start(t, "--root", host, "plugin", "test", "--device-plugin-dir", dir, "--timeout", "5s", "--watch", "200ms", "-o", "json")
 	testutil.WaitFile(t, filepath.Join(dir, deviceplugin.KubeletSocket))
-	serve := start(t, "--root", host, "plugin", "serve", "--kubelet-dir", dir, "--config", cfg, "--metrics-address", "127.0.0.1:0")
+	serve := start(t, "--root", host, "plugin", "serve", "--device-plugin-dir", dir, "--config", cfg, "--metrics-address", "127.0.0.1:0")
 	serve.WaitLine(t, "SERVING example.com/gpu ")
 	code, out := tester.Wait(t)
 	if code != 0 {
@@ -156,7 +156,7 @@ func TestPluginBinaryServe(t *testing.T) {
 // and exits 0 on SIGTERM.
 func TestPluginServeShippedConfig(t *testing.T) {
 	dir := sockDir(t)
-	cmd := exec.Command(binary(t), "plugin", "serve", "--kubelet-dir", dir, "--config", "../../deploy/plugin/plugin.yaml")
+	cmd := exec.Command(binary(t), "plugin", "serve", "--device-plugin-dir", dir, "--config", "../../deploy/plugin/plugin.yaml")
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
 	stderr, w, err := os.Pipe()
@@ -210,16 +210,16 @@ func TestPluginUsageErrors(t *testing.T) {
 	dir := sockDir(t)
 	for _, args := range [][]string{
 		{"plugin", "test"},
-		{"plugin", "test", "--kubelet-dir", dir, "--socket", "/x"},
-		{"plugin", "test", "--socket", "/nonexistent.sock"},
-		{"plugin", "test", "--kubelet-dir", dir, "-o", "yaml"},
-		{"plugin", "mock", "--kubelet-dir", dir, "--mode", "bogus"},
-		{"plugin", "mock", "--kubelet-dir", dir, "--mode", "healthy=1s"},
-		{"plugin", "mock", "--kubelet-dir", dir, "--mode", "flapping=soon"},
-		{"plugin", "mock", "--kubelet-dir", dir, "--resource", "gpu"},
-		{"plugin", "mock", "--kubelet-dir", "relative"},
-		{"plugin", "serve", "--kubelet-dir", dir},
-		{"plugin", "serve", "--kubelet-dir", dir, "--config", "/nonexistent.yaml"},
+		{"plugin", "test", "--device-plugin-dir", dir, "--device-plugin-socket", "/x"},
+		{"plugin", "test", "--device-plugin-socket", "/nonexistent.sock"},
+		{"plugin", "test", "--device-plugin-dir", dir, "-o", "yaml"},
+		{"plugin", "mock", "--device-plugin-dir", dir, "--mode", "bogus"},
+		{"plugin", "mock", "--device-plugin-dir", dir, "--mode", "healthy=1s"},
+		{"plugin", "mock", "--device-plugin-dir", dir, "--mode", "flapping=soon"},
+		{"plugin", "mock", "--device-plugin-dir", dir, "--resource", "gpu"},
+		{"plugin", "mock", "--device-plugin-dir", "relative"},
+		{"plugin", "serve", "--device-plugin-dir", dir},
+		{"plugin", "serve", "--device-plugin-dir", dir, "--config", "/nonexistent.yaml"},
 	} {
 		if _, stderr, code := run(t, args...); code != 2 {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, code, stderr)
@@ -271,7 +271,7 @@ func BenchmarkPluginServeRSS(b *testing.B) {
 	defer os.RemoveAll(kdir)
 	bin := binary(b)
 	for i := 0; i < b.N; i++ {
-		cmd := exec.Command(bin, "--root", host, "plugin", "serve", "--kubelet-dir", kdir, "--config", cfg)
+		cmd := exec.Command(bin, "--root", host, "plugin", "serve", "--device-plugin-dir", kdir, "--config", cfg)
 		out, _ := cmd.StdoutPipe()
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)

@@ -232,7 +232,7 @@ process's state (its /dev as the process sees it, its environment's names,
 a path stat'ed through its root): a capture taken without the container,
 or by a reader that did not ask. Absence in it says nothing about the
 container.`,
-	Remediation: "Take the snapshot on the host with the container: `accel-doctor snapshot --container ID snap.tar.gz`.",
+	Remediation: "Take the snapshot on the host with the container: `accel-doctor snapshot --container-id ID snap.tar.gz`.",
 }, {
 	Code: "RUNTIME_PROC_MALFORMED", Status: "NOT_RUN",
 	Title:   "a /proc file of the process is not in the kernel's format",
