@@ -250,8 +250,8 @@ func TestNotRunFixesFollowTheirReasons(t *testing.T) {
 			if len(args) == 0 || other[args[0]] {
 				continue
 			}
-			if _, stderr, code := run(t, append(args, "--help")...); code != 0 {
-				t.Errorf("a fix names `accel-doctor %s`, which does not parse: %s", m[1], stderr)
+			if _, stderr, code := run(t, append(args, "--help")...); code != 0 || stderr != "" {
+				t.Errorf("a fix names `accel-doctor %s`, which does not parse, or with a deprecated flag: exit %d, %s", m[1], code, stderr)
 			}
 		}
 	}

@@ -38,8 +38,8 @@ func TestRemediationCommandsExist(t *testing.T) {
 	for _, c := range codes {
 		for _, m := range span.FindAllStringSubmatch(c.Explain+"\n"+c.Remediation, -1) {
 			args := testutil.SplitArgs(m[1])
-			if _, stderr, code := runKube(t, append(args, "--help")...); code != 0 {
-				t.Errorf("%s names `accel-doctor %s`, which does not parse: %s", c.Code, m[1], stderr)
+			if _, stderr, code := runKube(t, append(args, "--help")...); code != 0 || stderr != "" {
+				t.Errorf("%s names `accel-doctor %s`, which does not parse, or with a deprecated flag: exit %d, %s", c.Code, m[1], code, stderr)
 			}
 			named[args[0]]++
 		}

@@ -214,7 +214,7 @@ func policyWhy(e *Env, err error, prefix string) report.Why {
 
 // measureFix is what tells a decision the files cannot: an open in the
 // cgroup.
-const measureFix = "Measure instead of reading: open the node from inside the container (`runc exec ID sh -c ': <> /dev/nvidia0'`, `kubectl exec`): EPERM means the cgroup denies it; `accel-doctor sandbox --allow 'c 195:* rw' --device /dev/nvidia0` shows what the kernel makes of a rule set."
+const measureFix = "Measure instead of reading: open the node from inside the container (`runc exec ID sh -c ': <> /dev/nvidia0'`, `kubectl exec`): EPERM means the cgroup denies it; `accel-doctor sandbox --allow 'c 195:* rw' --device-node /dev/nvidia0` shows what the kernel makes of a rule set."
 
 // decisionWhy is why a decision is undecided (cgroup.Decision): a
 // default-allow v1 cgroup hides its rules from everyone; a program
