@@ -226,7 +226,7 @@ only a process whose command line is accel-doctor's plugin mock, found
 through the socket's peer credentials).
 
 Every mode plants its failure whichever starts first, the mock or the
-kubelet ('plugin test --kubelet-dir'): a mock started first waits for
+kubelet ('plugin test --device-plugin-dir'): a mock started first waits for
 kubelet.sock and registers when it appears, as a real plugin does.
 
 stdout gets the same event lines as 'plugin serve' ("SERVING ...",

@@ -357,8 +357,8 @@ func TestPluginMockModesEitherStartOrder(t *testing.T) {
 				t.Parallel()
 				mode := cmp.Or(args[doc.Mode], string(doc.Mode))
 				dir := sockDir(t)
-				testArgs := []string{"--root", host, "plugin", "test", "--kubelet-dir", dir, "--timeout", "4s", "--watch", "700ms", "-o", "json"}
-				mockArgs := []string{"plugin", "mock", "--kubelet-dir", dir, "--devices", "2", "--mode", mode}
+				testArgs := []string{"--root", host, "plugin", "test", "--device-plugin-dir", dir, "--timeout", "4s", "--watch", "700ms", "-o", "json"}
+				mockArgs := []string{"plugin", "mock", "--device-plugin-dir", dir, "--devices", "2", "--mode", mode}
 				var tester *testutil.Proc
 				if order == "mock-first" {
 					mock := testutil.Start(t, bin, mockArgs...)
