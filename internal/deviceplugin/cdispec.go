@@ -26,9 +26,10 @@ func SpecFileName(c *CDIConfig) string {
 // device that has nodes, named by its ID, with its own nodes; the shared
 // nodes, mounts and env of the config as the spec's global edits, which
 // the CDI library applies whenever any of its devices is injected
-// (pkg/cdi Spec.edits). A device without nodes (its sysfs entry gone)
-// is left out: the spec would be invalid with it ("device has no
-// edits"), and the kubelet allocates no Unhealthy device.
+// (pkg/cdi Spec.edits). A device without nodes (its sysfs entry gone,
+// or a driver that made none) is left out: the spec would be invalid
+// with it ("device has no edits"); evaluate marks it Unhealthy, so the
+// kubelet does not allocate it, and Allocate refuses it.
 func buildSpec(rc *ResourceConfig, devs []*Device) (*cdispec.Spec, error) {
 	s := &cdispec.Spec{Kind: rc.CDI.Kind()}
 	perms := rc.Container.Permissions
@@ -94,24 +95,35 @@ func cdiNode(n Node, perms string) *cdispec.DeviceNode {
 // writeSpec writes the resource's CDI spec when it changed: validated by
 // the CDI library's own parser first, then written to a temporary file
 // and renamed over the old one, so that a runtime resolving a name at
-// that moment reads the old spec or the new one, never half of one.
-func (r *resource) writeSpec(devs []*Device) error {
+// that moment reads the old spec or the new one, never half of one. It
+// returns the IDs of the devices the spec declares: none when no device
+// has a node (a spec without devices is invalid, so nothing is written,
+// and a spec left from before is not vouched for).
+func (r *resource) writeSpec(devs []*Device) (map[string]bool, error) {
 	s, err := buildSpec(r.cfg, devs)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	declared := make(map[string]bool, len(s.Devices))
+	for _, d := range s.Devices {
+		declared[d.Name] = true
 	}
 	if len(s.Devices) == 0 {
-		return nil // nothing to declare: a spec without devices is invalid
+		if len(devs) == 0 {
+			return declared, nil // Run logs a resource that selects nothing (NoDeviceLog)
+		}
+		r.plugin.opts.Logger.Warn("CDI spec not written: no device of the resource has a device node", "resource", r.cfg.Name, "devices", len(devs))
+		return declared, nil
 	}
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if string(b) == r.specSig {
-		return nil
+		return declared, nil
 	}
 	if _, err := cdi.ParseSpec(b, SpecFileName(r.cfg.CDI)); err != nil {
-		return fmt.Errorf("the spec built is invalid: %w", err)
+		return nil, fmt.Errorf("the spec built is invalid: %w", err)
 	}
 	dir := r.plugin.cfg.CDISpecDir
 	root := r.plugin.opts.Root
@@ -119,29 +131,29 @@ func (r *resource) writeSpec(devs []*Device) error {
 		dir = filepath.Join(root.Dir(), dir)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+		return nil, err
 	}
 	final := filepath.Join(dir, SpecFileName(r.cfg.CDI))
 	tmp, err := os.CreateTemp(dir, ".accel-doctor-spec-*.tmp") // not .json/.yaml: the library ignores it
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer os.Remove(tmp.Name())
 	if _, err := tmp.Write(append(b, '\n')); err != nil {
 		tmp.Close()
-		return err
+		return nil, err
 	}
 	if err := tmp.Chmod(0o644); err != nil {
 		tmp.Close()
-		return err
+		return nil, err
 	}
 	if err := tmp.Close(); err != nil {
-		return err
+		return nil, err
 	}
 	if err := os.Rename(tmp.Name(), final); err != nil {
-		return err
+		return nil, err
 	}
 	r.specSig = string(b)
 	r.plugin.opts.Logger.Info("CDI spec written", "resource", r.cfg.Name, "path", path.Join(r.plugin.cfg.CDISpecDir, SpecFileName(r.cfg.CDI)), "devices", len(s.Devices))
-	return nil
+	return declared, nil
 }

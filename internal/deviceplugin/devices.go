@@ -219,6 +219,7 @@ func locateNode(root *hostfs.Root, d *Device, st hostfs.Node) {
 func evaluate(root *hostfs.Root, rc *ResourceConfig, devs []*Device) {
 	var pciDevs []devnode.Device
 	idx := map[string]*Device{}
+	drivers := map[string]string{}
 	for _, d := range devs {
 		d.Health, d.Reason = pluginapi.Healthy, ""
 		if rc.Selector.PCI == nil {
@@ -255,6 +256,7 @@ func evaluate(root *hostfs.Root, rc *ResourceConfig, devs []*Device) {
 		}
 		pciDevs = append(pciDevs, devnode.Device{Address: d.ID, Vendor: vendor, Driver: drv, Class: class, SysfsPath: d.Sysfs})
 		idx[d.ID] = d
+		drivers[d.ID] = drv
 	}
 	if len(pciDevs) == 0 {
 		return
@@ -270,7 +272,12 @@ func evaluate(root *hostfs.Root, rc *ResourceConfig, devs []*Device) {
 			if d == nil {
 				continue
 			}
-			if n.Shared {
+			// A VFIO group node is shared only by the functions of one
+			// IOMMU group, and is what a container opens to reach this
+			// device: it goes with the device (in a CDI spec, in the
+			// device's own edits, not the global ones every container
+			// of the resource gets).
+			if n.Shared && n.Kind != devnode.KindVFIOGroup {
 				if n.Required {
 					d.Shared = append(d.Shared, node)
 				}
@@ -281,6 +288,13 @@ func evaluate(root *hostfs.Root, rc *ResourceConfig, devs []*Device) {
 	}
 	for _, d := range idx {
 		if d.Health != pluginapi.Healthy {
+			continue
+		}
+		if rc.CDI != nil && len(d.Nodes) == 0 {
+			// A CDI device is its own nodes (buildSpec): one without a
+			// node cannot be declared in the spec, and a name Allocate
+			// gave for it would resolve nowhere.
+			d.Health, d.Reason = pluginapi.Unhealthy, fmt.Sprintf("no device node of its own (none known for its driver %s): a CDI resource declares a device by its nodes, so it is left out of the CDI spec", drivers[d.ID])
 			continue
 		}
 		for _, n := range append(slices.Clone(d.Nodes), d.Shared...) {

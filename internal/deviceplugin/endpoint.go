@@ -73,6 +73,10 @@ type endpoint struct {
 	// registerBeforeServe and noReregister plant the mock's defects.
 	registerBeforeServe bool
 	noReregister        bool
+	// registerDelay is waited before each registration (the duplicate
+	// mode's second instance: it registers after the first, whichever
+	// of the plugin and the kubelet started first).
+	registerDelay time.Duration
 	// dead: the endpoint was killed (the mock's in-process crash): it
 	// never serves again.
 	dead atomic.Bool
@@ -487,21 +491,46 @@ func (e *endpoint) run(ctx context.Context) error {
 	// once and timestamps are coarse (jiffies), so a kubelet.sock made
 	// again quickly can look the same.
 	var regIno sockID
+	// started: a registration was started once (noReregister registers
+	// that once, and never again).
+	started := false
 	startReg := func() {
+		started = true
 		regIno, _ = sockInode(kubelet)
 		stopReg()
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
 		regCancel, regDone = cancel, done
-		go func() { defer close(done); e.registerRetry(rctx) }()
+		go func() {
+			defer close(done)
+			if e.registerDelay > 0 {
+				select {
+				case <-rctx.Done():
+					return
+				case <-time.After(e.registerDelay):
+				}
+			}
+			e.registerRetry(rctx)
+		}()
 	}
 	defer stopReg()
 	if e.registerBeforeServe {
-		// The defect the mock plants: Register first, serve after. A
-		// kubelet binds kubelet.sock before it listens: the one early
-		// Register waits for the socket to accept a connection (never
-		// for the plugin's own socket, which is the defect).
-		waitAccepting(ctx, kubelet, 10*time.Second)
+		// The defect the mock plants: Register first, serve after. The
+		// one early Register waits, however long it takes, for
+		// kubelet.sock to accept a connection (a kubelet binds it before
+		// it listens), never for the plugin's own socket, which is the
+		// defect; the plugin then does the same whichever of it and the
+		// kubelet started first.
+		if !exists(kubelet) {
+			e.log.Info("no kubelet.sock yet: registering when it appears", "dir", e.kubeletDir)
+			e.notify(Event{Kind: EventWaiting, Resource: e.resource, Socket: e.socketPath()})
+		}
+		if !waitAccepting(ctx, kubelet) {
+			return nil
+		}
+		// The Create event of this kubelet.sock may still be queued: it
+		// must not make a second, proper registration at once.
+		regIno, _ = sockInode(kubelet)
 		if err := e.register(ctx); err != nil {
 			e.notify(Event{Kind: EventRegisterFailed, Resource: e.resource, Socket: e.socketPath(), Err: err})
 		} else {
@@ -537,8 +566,8 @@ func (e *endpoint) run(ctx context.Context) error {
 			if e.dead.Load() {
 				return nil
 			}
-			if e.noReregister {
-				continue
+			if e.noReregister && started {
+				continue // registered once (or tried to): never again
 			}
 			name := filepath.Base(ev.Name)
 			switch {
@@ -580,15 +609,18 @@ func (e *endpoint) run(ctx context.Context) error {
 	}
 }
 
-// waitAccepting waits, at most max, until the unix socket p accepts a
-// connection.
-func waitAccepting(ctx context.Context, p string, max time.Duration) {
-	deadline := time.Now().Add(max)
-	for ctx.Err() == nil && time.Now().Before(deadline) {
+// waitAccepting waits until the unix socket p accepts a connection, and
+// reports whether it did before ctx ended.
+func waitAccepting(ctx context.Context, p string) bool {
+	for {
 		if c, err := net.DialTimeout("unix", p, time.Second); err == nil {
 			c.Close()
-			return
+			return true
 		}
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }

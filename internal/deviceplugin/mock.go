@@ -72,13 +72,13 @@ var ModeDocs = []ModeDoc{
 	{ModeWrongVersion, "registers with API version v1alpha.",
 		"the kubelet refuses the registration with `requested API version \"v1alpha\" is not supported by kubelet. Supported version is [\"v1beta1\"]` (plugin/v1beta1/api.go errUnsupportedVersion, formatted with %q of the list); the node never advertises the resource: \"Insufficient RESOURCE\".",
 		[]string{CodeAPIVersion}},
-	{ModeRegisterBeforeServe, "calls Register before its socket listens, and listens only after Register returned.",
+	{ModeRegisterBeforeServe, "calls Register before its socket listens, and listens only after Register returned; started before the kubelet, it waits for kubelet.sock to accept a connection, however long that takes, and then does the same.",
 		"the kubelet's Register handler dials the plugin's socket back and waits 10 s (plugin/v1beta1/client.go dial), then fails the registration with \"failed to dial device plugin: context deadline exceeded\"; the plugin, which never registers again, is not used: the resource never appears (\"Insufficient RESOURCE\").",
 		[]string{CodeRegisterBeforeServe}},
-	{ModeNoReregister, "registers once and ignores kubelet.sock being recreated.",
+	{ModeNoReregister, "registers once, at its start when kubelet.sock is there, or else when kubelet.sock first appears, and ignores kubelet.sock being recreated after that.",
 		"after a kubelet restart (which deletes every socket in the directory, manager.go CleanupPluginDirectory) the kubelet restores the resource from its checkpoint with no device under a stopped endpoint (manager.go readCheckpoint): capacity 0 and allocatable 0 for the 5-minute endpointStopGracePeriod (types.go), then the resource is dropped; pods stay Pending with \"Insufficient RESOURCE\", and a pod admitted again in that window fails with UnexpectedAdmissionError \"no healthy devices present; cannot allocate unhealthy devices RESOURCE\"; `accel-doctor check` reports KUBELET_RESOURCE_NO_PLUGIN: the checkpoint holds the resource and no plugin socket serves it.",
 		[]string{CodeNoReregister}},
-	{ModeDuplicate, "runs two instances of the plugin for one resource on two sockets, as during a rolling update: the first lists mock-0..N-1 and resends its list every --interval, the second lists mockb-0..N-1.",
+	{ModeDuplicate, "runs two instances of the plugin for one resource on two sockets, as during a rolling update: the first lists mock-0..N-1 and resends its list every --interval, the second lists mockb-0..N-1 and registers 200 ms after the first each time kubelet.sock appears, so that it is the one registered last whichever of the mock and the kubelet started first.",
 		"the kubelet keeps both endpoints (manager.go PluginConnected: endpointStore), sends GetPreferredAllocation and Allocate to the one that registered last, and takes the device list from whichever instance sent last; when the first instance's list is current, the kubelet offers its IDs to the second (the mock advertises GetPreferredAllocation, which the kubelet calls before Allocate, manager.go devicesToAllocate), which answers \"unknown device\": UnexpectedAdmissionError \"Allocate failed due to device plugin GetPreferredAllocation rpc failed with err: rpc error: code = InvalidArgument desc = GetPreferredAllocation available: unknown device \\\"mock-0\\\" of resource RESOURCE, which is unexpected\" (or another ID of the first instance); capacity stays N, not 2N.",
 		[]string{CodeDuplicateRegistration}},
 }
@@ -91,6 +91,11 @@ func Modes() []string {
 	}
 	return out
 }
+
+// duplicateLag is how long after the first instance the duplicate
+// mode's second one registers: well inside the tester's wait for a
+// second Register (TestOptions.Grace).
+const duplicateLag = 200 * time.Millisecond
 
 // MockConfig configures a mock.
 type MockConfig struct {
@@ -193,6 +198,14 @@ func NewMock(kubeletDir string, mc MockConfig, opts Options) (*Mock, error) {
 			ep.registerBeforeServe = true
 		case ModeNoReregister:
 			ep.noReregister = true
+		case ModeDuplicate:
+			if i == 1 {
+				// The second instance registers after the first, as a
+				// new pod of a rolling update does, every time
+				// kubelet.sock appears: it is the one the kubelet
+				// registered last, whichever started first.
+				ep.registerDelay = duplicateLag
+			}
 		}
 		m.eps = append(m.eps, ep)
 		m.publish(i)
@@ -275,15 +288,6 @@ func (m *Mock) Run(ctx context.Context) error {
 	errs := make([]error, len(m.eps))
 	for i, ep := range m.eps {
 		wg.Go(func() {
-			if i == 1 {
-				// The second instance comes up after the first, as a
-				// new pod of a rolling update does.
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(200 * time.Millisecond):
-				}
-			}
 			if err := ep.run(ctx); err != nil {
 				errs[i] = err
 				cancel()

@@ -254,12 +254,16 @@ func (m *Monitor) refreshWatched(full bool, again int) {
 		}
 		evaluate(m.root, rc, list)
 		for _, d := range list {
-			if b := before[d.ID]; b != "" && b != d.Health {
-				if d.Health == pluginapi.Healthy {
+			// A device new to the list has no health before ("");
+			// one that is Unhealthy from the start is logged too.
+			switch b := before[d.ID]; {
+			case b == d.Health:
+			case d.Health == pluginapi.Healthy:
+				if b != "" {
 					m.log.Info("device healthy again", "resource", rc.Name, "device", d.ID)
-				} else {
-					m.log.Warn("device unhealthy", "resource", rc.Name, "device", d.ID, "reason", d.Reason)
 				}
+			default:
+				m.log.Warn("device unhealthy", "resource", rc.Name, "device", d.ID, "reason", d.Reason)
 			}
 		}
 		if s := signature(list); s != m.sigs[i] {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -71,6 +72,9 @@ type resource struct {
 	mu      sync.RWMutex
 	devs    map[string]*Device
 	specSig string
+	// inSpec: the devices of the CDI spec this plugin last wrote (CDI
+	// resources), the only ones Allocate names.
+	inSpec map[string]bool
 }
 
 // New discovers the devices of every resource of cfg (validated) and
@@ -126,8 +130,14 @@ func (p *Plugin) update(i int, devs []*Device) {
 	r.devs = m
 	r.mu.Unlock()
 	if r.cfg.CDI != nil {
-		if err := r.writeSpec(devs); err != nil {
+		declared, err := r.writeSpec(devs)
+		if err != nil {
+			// The spec on disk is the one written before, if any.
 			p.opts.Logger.Error("CDI spec not written", "resource", r.cfg.Name, "err", err)
+		} else {
+			r.mu.Lock()
+			r.inSpec = declared
+			r.mu.Unlock()
 		}
 	}
 	r.ep.publish(list)
@@ -202,6 +212,17 @@ func (r *resource) allocate(_ context.Context, req *pluginapi.AllocateRequest) (
 		}
 		if r.cfg.CDI != nil {
 			for _, id := range cr.DevicesIds {
+				if !r.inSpec[id] {
+					// The runtime would fail the container with
+					// "unresolvable CDI devices": fail the pod's
+					// admission here instead, with the reason.
+					why := "the CDI spec could not be written (see the plugin's log)"
+					if d := r.devs[id]; d != nil && d.Health != pluginapi.Healthy {
+						why = d.Reason
+					}
+					return nil, status.Errorf(codes.FailedPrecondition, "Allocate: device %s is not in the CDI spec %s: %s",
+						id, path.Join(r.plugin.cfg.CDISpecDir, SpecFileName(r.cfg.CDI)), why)
+				}
 				resp.CdiDevices = append(resp.CdiDevices, &pluginapi.CDIDevice{Name: r.cfg.CDI.Kind() + "=" + id})
 			}
 			out.ContainerResponses = append(out.ContainerResponses, resp)

@@ -108,19 +108,55 @@ func TestRegistersWhenKubeletComesLater(t *testing.T) {
 	waitAccepted(t, k, 1)
 }
 
-// The no-reregister mock does not come back after a restart.
+// The no-reregister mock registers once, when it starts beside a kubelet
+// or when kubelet.sock first appears after it, and does not come back
+// after a restart.
 func TestNoReregisterMockStaysAway(t *testing.T) {
+	for _, mockFirst := range []bool{false, true} {
+		dir := shortDir(t)
+		var k *fakeKubelet
+		if !mockFirst {
+			k = startKubelet(t, dir)
+		}
+		_, evs := runMock(t, dir, MockConfig{Resource: "fake.example.com/gpu", Devices: 1, Mode: ModeNoReregister})
+		if mockFirst {
+			evs.wait(t, EventWaiting, 1)
+			k = startKubelet(t, dir)
+		}
+		waitAccepted(t, k, 1)
+		k.stop(false)
+		wipe(t, dir)
+		if err := k.start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond)
+		if n := len(k.registrations()); n != 1 {
+			t.Fatalf("mock first %t: %d registrations, want the first one only", mockFirst, n)
+		}
+	}
+}
+
+// The register-before-serve mock started before the kubelet waits for
+// kubelet.sock, however long, and registers once, before it serves: the
+// Create event of that kubelet.sock, which it reads after it served, is
+// not taken for a kubelet restart (a second Register, accepted, would
+// hide the defect).
+func TestRegisterBeforeServeMockStartedFirst(t *testing.T) {
 	dir := shortDir(t)
-	k := startKubelet(t, dir)
-	runMock(t, dir, MockConfig{Resource: "fake.example.com/gpu", Devices: 1, Mode: ModeNoReregister})
-	waitAccepted(t, k, 1)
-	k.stop(false)
-	wipe(t, dir)
+	m, evs := runMock(t, dir, MockConfig{Resource: "fake.example.com/gpu", Devices: 1, Mode: ModeRegisterBeforeServe})
+	evs.wait(t, EventWaiting, 1)
+	if exists(m.Socket()) {
+		t.Fatal("the mock serves before it registered")
+	}
+	k := &fakeKubelet{dir: dir, timeout: 300 * time.Millisecond, ctx: context.Background(), wake: make(chan struct{}, 1)}
 	if err := k.start(); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { k.stop(true) })
+	evs.wait(t, EventServing, 1)
 	time.Sleep(500 * time.Millisecond)
-	if n := len(k.registrations()); n != 1 {
-		t.Fatalf("%d registrations, want the first one only", n)
+	rs := k.registrations()
+	if len(rs) != 1 || rs[0].dialErr == nil {
+		t.Fatalf("%d registrations, want one, made before the socket answered: %+v", len(rs), rs)
 	}
 }

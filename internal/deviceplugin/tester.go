@@ -806,6 +806,13 @@ func (t *tester) healthUpdate(ctx context.Context, lw *lwRecorder, sock string) 
 			"Measure it against accel-doctor's mock (`accel-doctor plugin mock --mode flapping`), whose health the tester can flip."))
 		return
 	}
+	if cur, _, _ := lw.state(); len(cur[len(cur)-1].devs) == 0 {
+		// A trigger that signals a process cannot tell whether anything
+		// changed (the mock's SIGUSR1 flips nothing in an empty list):
+		// waiting would report a health change that never happened.
+		t.res.notRun("health_update", t.subject, t.res.afterFailure("the plugin lists no device whose health could change"))
+		return
+	}
 	const rounds = 6
 	var samples []time.Duration
 	for i := 0; i < rounds; i++ {

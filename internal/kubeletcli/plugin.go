@@ -225,9 +225,13 @@ trigger 'accel-doctor plugin test' uses to time a health change (it signals
 only a process whose command line is accel-doctor's plugin mock, found
 through the socket's peer credentials).
 
+Every mode plants its failure whichever starts first, the mock or the
+kubelet ('plugin test --device-plugin-dir'): a mock started first waits for
+kubelet.sock and registers when it appears, as a real plugin does.
+
 stdout gets the same event lines as 'plugin serve' ("SERVING ...",
-"REGISTERED ...", "REGISTER_FAILED ..."); SIGTERM or SIGINT: the socket is
-removed and it exits 0.` + dra.MockHelp,
+"WAITING ...", "REGISTERED ...", "REGISTER_FAILED ..."); SIGTERM or SIGINT:
+the socket is removed and it exits 0.` + dra.MockHelp,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if draGiven() {

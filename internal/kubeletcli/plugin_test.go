@@ -3,12 +3,15 @@ package kubeletcli
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -327,4 +330,98 @@ func TestHandedOver(t *testing.T) {
 	if ext := Extension(); ext.Binary != cli.KubeletBinary || ext.KubeletRPC == nil {
 		t.Errorf("Extension: binary %q, caller %v", ext.Binary, ext.KubeletRPC)
 	}
+}
+
+// Every mock mode, as processes, in both start orders against plugin
+// test acting as the kubelet: the mock first (it waits for kubelet.sock,
+// as a plugin started before the kubelet does) and the tester first. Each
+// order finds exactly the codes the mode documents (ModeDocs), and the
+// exit status follows from them; a healthy mock passes registration,
+// re-registration, the health update and Allocate; the duplicate mode's
+// second instance is the one registered last.
+func TestPluginMockModesEitherStartOrder(t *testing.T) {
+	bin := binary(t)
+	// A host whose only NUMA node is 0, the mock's devices' node, whatever
+	// the machine the test runs on.
+	host := sockDir(t)
+	testutil.WriteTree(t, host, map[string]string{"/sys/devices/system/node/online": "0\n"}, nil, "")
+	args := map[deviceplugin.MockMode]string{
+		deviceplugin.ModeFlapping:     "flapping=150ms",
+		deviceplugin.ModeSlowAllocate: "slow-allocate=250ms",
+		deviceplugin.ModeFailAllocate: "fail-allocate=planted failure",
+		deviceplugin.ModeDuplicate:    "duplicate=300ms",
+	}
+	for _, doc := range deviceplugin.ModeDocs {
+		for _, order := range []string{"mock-first", "tester-first"} {
+			t.Run(string(doc.Mode)+"/"+order, func(t *testing.T) {
+				t.Parallel()
+				mode := cmp.Or(args[doc.Mode], string(doc.Mode))
+				dir := sockDir(t)
+				testArgs := []string{"--root", host, "plugin", "test", "--device-plugin-dir", dir, "--timeout", "4s", "--watch", "700ms", "-o", "json"}
+				mockArgs := []string{"plugin", "mock", "--device-plugin-dir", dir, "--devices", "2", "--mode", mode}
+				var tester *testutil.Proc
+				if order == "mock-first" {
+					mock := testutil.Start(t, bin, mockArgs...)
+					instances := 1
+					if doc.Mode == deviceplugin.ModeDuplicate {
+						instances = 2
+					}
+					for range instances {
+						mock.WaitLine(t, "WAITING ")
+					}
+					tester = testutil.Start(t, bin, testArgs...)
+				} else {
+					tester = testutil.Start(t, bin, testArgs...)
+					testutil.WaitFile(t, filepath.Join(dir, deviceplugin.KubeletSocket))
+					testutil.Start(t, bin, mockArgs...)
+				}
+				code, out := tester.Wait(t)
+				var rep struct{ Findings []report.Finding }
+				if err := json.Unmarshal([]byte(out), &rep); err != nil {
+					t.Fatalf("plugin test exit %d, output not JSON (%v):\n%s", code, err, out)
+				}
+				var got []string
+				byCode := map[string]report.Finding{}
+				for _, f := range rep.Findings {
+					byCode[f.Code] = f
+					if (f.Status == report.Fail || f.Status == report.Warn) && !slices.Contains(got, f.Code) {
+						got = append(got, f.Code)
+					}
+				}
+				want := slices.Clone(doc.Codes)
+				wantExit := 0
+				for _, c := range want {
+					if cd, _ := deviceplugin.CodeOf(c); cd.Status == string(report.Fail) {
+						wantExit = 1
+					}
+				}
+				slices.Sort(got)
+				slices.Sort(want)
+				if !slices.Equal(got, want) || code != wantExit {
+					t.Fatalf("exit %d, found %v; the mode documents %v (exit %d):\n%s", code, got, want, wantExit, findingLines(rep.Findings))
+				}
+				switch doc.Mode {
+				case deviceplugin.ModeHealthy:
+					for _, c := range []string{deviceplugin.CodeRegistered, deviceplugin.CodeReregistered, deviceplugin.CodeHealthUpdate, deviceplugin.CodeAllocateOK} {
+						if byCode[c].Status != report.Pass {
+							t.Errorf("%s: %q, want PASS\n%s", c, byCode[c].Status, findingLines(rep.Findings))
+						}
+					}
+				case deviceplugin.ModeDuplicate:
+					ev := byCode[deviceplugin.CodeDuplicateRegistration].Evidence
+					if len(ev) < 2 || !strings.Contains(ev[0].Value, "_gpu.sock") || !strings.Contains(ev[len(ev)-1].Value, "_gpu@2.sock") {
+						t.Errorf("the second instance did not register last: %v", ev)
+					}
+				}
+			})
+		}
+	}
+}
+
+func findingLines(fs []report.Finding) string {
+	var b strings.Builder
+	for _, f := range fs {
+		fmt.Fprintf(&b, "%s %s %s\n", f.Status, f.Code, f.Summary)
+	}
+	return b.String()
 }
