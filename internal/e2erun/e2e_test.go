@@ -4,18 +4,24 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/accel-doctor/accel-doctor/internal/testbin"
 )
 
 const (
@@ -40,26 +46,28 @@ type result struct {
 }
 
 // runReserve is what the e2e tests' own run is given of this test
-// binary's time once their build is done: about twice what they take on two
-// busy cores with everything built (docs: e2e/README.md), and the margin
-// for this test's report.
+// binary's time once their binaries are built: about twice what they take
+// on two busy cores (e2e/README.md), and the margin for this test's report.
 const runReserve = 4 * time.Minute
 
-// TestE2E runs `go test ./...` in the e2e module and reports each of its
-// tests as a subtest here, with its output, passing, failing or skipping as
-// it did. Those tests run the kubelet's device manager in a private mount
+// TestE2E runs the tests of the e2e module and reports each of them as a
+// subtest here, with its output, passing, failing or skipping as it did.
+// Those tests run the kubelet's device manager in a private mount
 // namespace, so they need root; elsewhere this skips, saying so, without
 // building them.
 //
 // It runs in two steps, each bounded by this test binary's deadline (go
-// test's -timeout, 10 minutes unless given). First it compiles every
-// package the e2e tests need (go list -export: the compile go test would do,
-// into the go build cache, without linking). The first build on a machine
-// compiles much of k8s.io/kubernetes, which can take longer than a test
-// binary has beside the rest of this module's tests on two cores: when the
-// compile has not finished with runReserve left, it is stopped and the test
-// skips, saying so; the build cache keeps every package compiled so far, and
-// the next run goes on from there. Then it runs the tests with what is left.
+// test's -timeout, 10 minutes unless given). First it builds the e2e test
+// binaries (go test -c) into a directory kept between runs beside the
+// product's (internal/testbin): go finds them up to date by their build
+// IDs, so a run that changed only the product, which the e2e tests run as
+// processes, links nothing. The first build on a machine compiles much of
+// k8s.io/kubernetes, which can take longer than a test binary has beside
+// the rest of this module's tests on two cores: when the build has not
+// finished with runReserve left, it is stopped and the test skips, saying
+// so; the go build cache keeps every package compiled so far, and the next
+// run goes on from there. Then it runs the binaries, two at a time as go
+// test would, each in its package's directory, through test2json.
 func TestE2E(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the e2e module's tests are not run")
@@ -76,44 +84,93 @@ func TestE2E(t *testing.T) {
 		}
 		return context.WithDeadline(context.Background(), deadline.Add(-reserve))
 	}
-
-	// The compile.
-	ctx, cancel := step(runReserve)
-	list := []string{"list", "-export", "-deps", "-test", "-e", "-f", "{{if .Error}}{{.ImportPath}}: {{.Error}}{{end}}", "./..."}
-	start := time.Now()
-	out, err := goIn(ctx, e2e, list)
-	cancel()
-	switch {
-	case ctx.Err() != nil:
-		t.Skipf("the e2e module's build did not finish in the %v this test binary could give it (%v before its -timeout): "+
-			"the first build compiles much of k8s.io/kubernetes (e2e/README.md says how long it takes). "+
-			"The go build cache keeps what was compiled: the next go test ./... goes on from there; "+
-			"or build it once beforehand with `go -C e2e test -run '^$' ./...` (.ci/run does)",
-			time.Since(start).Round(time.Second), runReserve)
-	case err != nil || strings.TrimSpace(out.String()) != "":
-		t.Fatalf("go %s in e2e/: %v\n%s", strings.Join(list, " "), err, out.String())
+	cache, err := testbin.CacheDir()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("go %s in e2e/: %v", strings.Join(list[:4], " "), time.Since(start).Round(time.Millisecond))
+	abs, err := filepath.Abs(e2e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(abs))
+	bins := filepath.Join(cache, fmt.Sprintf("e2e-%x", sum[:8])) // one per checkout
+	if err := os.MkdirAll(bins, 0o755); err != nil {
+		t.Fatal(err)
+	}
+
+	// The build.
+	ctx, cancel := step(runReserve)
+	start := time.Now()
+	var failed []string
+	for _, args := range [][]string{
+		{"test", "-c", "-o", bins + "/", "./..."},
+		{"vet", "./..."},
+	} {
+		out, err := runIn(ctx, e2e, "go", args...)
+		if ctx.Err() != nil {
+			cancel()
+			t.Skipf("the e2e module's build did not finish in the %v this test binary could give it (%v before its -timeout): "+
+				"the first build compiles much of k8s.io/kubernetes (e2e/README.md says how long it takes). "+
+				"The go build cache keeps what was compiled: the next go test ./... goes on from there; "+
+				"or build it once beforehand with `go -C e2e test -run '^$' ./...` (.ci/run does)",
+				time.Since(start).Round(time.Second), runReserve)
+		}
+		if err != nil {
+			failed = append(failed, fmt.Sprintf("go %s in e2e/: %v\n%s", strings.Join(args, " "), err, out.String()))
+		}
+	}
+	cancel()
+	if failed != nil {
+		t.Fatal(strings.Join(failed, "\n"))
+	}
+	t.Logf("go test -c and go vet in e2e/: %v", time.Since(start).Round(time.Millisecond))
 
 	// The tests.
 	ctx, cancel = step(time.Minute)
 	defer cancel()
-	args := []string{"test", "-json", "-count=1"}
+	list, err := runIn(ctx, e2e, "go", "list", "-f", "{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}} {{.Name}}{{end}}", "./...")
+	if err != nil {
+		t.Fatalf("go list in e2e/: %v\n%s", err, list.String())
+	}
+	type pkg struct{ path, dir, bin string }
+	var todo []pkg
+	for _, l := range strings.Split(strings.TrimSpace(list.String()), "\n") {
+		if f := strings.Fields(l); len(f) == 3 {
+			todo = append(todo, pkg{f[0], f[1], filepath.Join(bins, path.Base(f[0])+".test")})
+		}
+	}
+	timeout := "0"
 	if bounded {
 		left := time.Until(deadline) - time.Minute
 		if left < time.Minute {
 			t.Fatalf("only %v left before this test binary's deadline: too little for the e2e module", time.Until(deadline).Round(time.Second))
 		}
-		args = append(args, "-timeout", left.Round(time.Second).String())
+		timeout = left.Round(time.Second).String()
 	}
-	args = append(args, "./...")
 	start = time.Now()
-	stdout, err := goIn(ctx, e2e, args)
-	elapsed := time.Since(start)
-	if ctx.Err() != nil {
-		t.Fatalf("go %s in e2e/ did not finish in %v\n%s", strings.Join(args, " "), elapsed.Round(time.Second), tail(stdout.String()))
+	outs := make([]*bytes.Buffer, len(todo))
+	errs := make([]error, len(todo))
+	sem := make(chan struct{}, 2) // go test's -p on this project's two cores
+	var wg sync.WaitGroup
+	for i, p := range todo {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			outs[i], errs[i] = runIn(ctx, p.dir, "go", "tool", "test2json", "-p", p.path, "-t", p.bin,
+				"-test.v=test2json", "-test.paniconexit0", "-test.count=1", "-test.timeout="+timeout)
+		})
 	}
-	t.Logf("go %s in e2e/: %v", strings.Join(args, " "), elapsed.Round(time.Millisecond))
+	wg.Wait()
+	elapsed := time.Since(start)
+	var stdout bytes.Buffer
+	for _, o := range outs {
+		stdout.Write(o.Bytes())
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("the e2e tests did not finish in %v\n%s", elapsed.Round(time.Second), tail(stdout.String()))
+	}
+	t.Logf("the e2e tests of %d packages: %v", len(todo), elapsed.Round(time.Millisecond))
+	err = errors.Join(errs...)
 
 	tests, pkgs, order := parse(t, stdout.Bytes())
 	var ran int
@@ -144,23 +201,21 @@ func TestE2E(t *testing.T) {
 	var ee *exec.ExitError
 	switch {
 	case err != nil && !errors.As(err, &ee):
-		t.Fatalf("go %s in e2e/: %v", strings.Join(args, " "), err)
+		t.Fatalf("the e2e tests: %v", err)
 	case err != nil && !t.Failed():
-		// go test failed but no package said why: a go.mod or
-		// build problem, reported on stderr or as build output.
-		t.Fatalf("go %s in e2e/: %v\n%s%s", strings.Join(args, " "), err, pkgs[""].output.String(), tail(stdout.String()))
+		// A binary failed but no package said why.
+		t.Fatalf("the e2e tests: %v\n%s%s", err, pkgs[""].output.String(), tail(stdout.String()))
 	case err == nil && ran == 0:
-		t.Fatalf("go %s in e2e/ ran no test", strings.Join(args, " "))
+		t.Fatalf("no e2e test ran")
 	}
 }
 
-// goIn runs the go command in dir and returns its stdout and stderr, in
-// that order, in one buffer (go test -json writes build failures to
-// stderr). It runs in a process group of its own, killed as a whole when
-// ctx ends and with this process (Pdeathsig): the compilers and test
-// binaries it starts are stopped with it, never left running.
-func goIn(ctx context.Context, dir string, args []string) (*bytes.Buffer, error) {
-	cmd := exec.Command("go", args...)
+// runIn runs a command in dir and returns its stdout and stderr, in that
+// order, in one buffer. It runs in a process group of its own, killed as a
+// whole when ctx ends and with this process (Pdeathsig): the compilers and
+// test binaries it starts are stopped with it, never left running.
+func runIn(ctx context.Context, dir, name string, args ...string) (*bytes.Buffer, error) {
+	cmd := exec.Command(name, args...)
 	cmd.Dir = dir
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
