@@ -295,6 +295,10 @@ type builder struct {
 	// conflicts are functions two paths place differently.
 	conflicts []string
 	hidden    int // functions named in paths, not listed
+	// capture: the root's sysfs is not a running kernel's (a snapshot, a
+	// fixture tree, a corpus capture), so what it lacks is how it was
+	// taken; nil until a header-only config space asks (headerOnly).
+	capture *bool
 }
 
 // Build arranges inv's functions into a tree. root is used for the

@@ -198,6 +198,39 @@ func TestRolesFromChainUnprivileged(t *testing.T) {
 	}
 }
 
+// TestHeaderOnlyNoteSaysWhoseLimit: a 64-byte config space is the
+// kernel's answer to a reader without CAP_SYS_ADMIN. In a capture (a
+// snapshot, a fixture tree) that reader was whoever took it: the notes
+// say so and to take it again as root, never that this process lacks the
+// capability; on a running kernel's sysfs the reader is this process:
+// run as root.
+func TestHeaderOnlyNoteSaysWhoseLimit(t *testing.T) {
+	const capture, again, live = "the capture holds only the first 64 bytes of config space", "take it again as root", "run accel-doctor as root"
+	tree := readFixture(t, "nvidia-h100x8", Options{})
+	tree.Walk(func(n *Node, _ int) {
+		if n.RoleFrom == FromChain && (!strings.Contains(n.RoleNote, capture) || !strings.Contains(n.RoleNote, again) || strings.Contains(n.RoleNote, live)) {
+			t.Errorf("%s: note %q", n.ID, n.RoleNote)
+		}
+	})
+	summary := ""
+	for _, n := range tree.Notes {
+		if strings.Contains(n, "told by their place in the chain") {
+			summary = n
+		}
+	}
+	if !strings.Contains(summary, "33 bridge role(s) told by their place in the chain: "+capture) || !strings.Contains(summary, again) ||
+		strings.Contains(summary, "not readable without CAP_SYS_ADMIN") {
+		t.Errorf("capture's summary %q", summary)
+	}
+	// No live host can be made to show a bridge's header only (a root
+	// reader sees it whole, and this machine may have no bridge): the
+	// live root's words, as role() gives them to each bridge.
+	b := &builder{root: hostfs.MustNew("/")}
+	if w := b.headerOnly(); !strings.Contains(w, live) || !strings.Contains(w, "CAP_SYS_ADMIN") || strings.Contains(w, "capture") {
+		t.Errorf("live host's note %q", w)
+	}
+}
+
 // TestMatrixH100x8: the HGX-shaped fixture has one GPU per switch, one
 // ConnectX-7 beside GPU0, four root complexes per NUMA node.
 func TestMatrixH100x8(t *testing.T) {
