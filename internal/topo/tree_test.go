@@ -2,6 +2,7 @@ package topo
 
 import (
 	"fmt"
+	"maps"
 	"path"
 	"path/filepath"
 	"strings"
@@ -451,6 +452,34 @@ func TestFailingAndInterfaces(t *testing.T) {
 	// No config file: the port's role is the chain's, with the reason.
 	if p := node(t, tree, "0000:00:02.0"); p.Role != RoleRootPort || p.RoleFrom != FromChain || !strings.Contains(p.RoleNote, "config") {
 		t.Errorf("port: %v from %v (%s)", p.Role, p.RoleFrom, p.RoleNote)
+	}
+}
+
+// TestMark: a FAIL outranks a WARN on the same function; Mark, for
+// checks that end after the tree is built, marks as Options does and
+// clears what it does not name.
+func TestMark(t *testing.T) {
+	tree := readFixture(t, "nvidia-h100x8", Options{Failing: []string{"5d:00.0"}, Warning: []string{"0000:5d:00.0", "0000:ab:00.0", "pci0000:97"}})
+	marks := func() map[string]string {
+		got := map[string]string{}
+		tree.Walk(func(n *Node, _ int) {
+			switch {
+			case n.Failing && n.Warning:
+				got[n.ID] = "both"
+			case n.Failing:
+				got[n.ID] = "FAIL"
+			case n.Warning:
+				got[n.ID] = "WARN"
+			}
+		})
+		return got
+	}
+	if got, want := marks(), map[string]string{"0000:5d:00.0": "FAIL", "0000:ab:00.0": "WARN", "pci0000:97": "WARN"}; !maps.Equal(got, want) {
+		t.Errorf("Options marks %v, want %v", got, want)
+	}
+	tree.Mark([]string{"0000:18:00.0"}, []string{"18:00.0", "0000:2a:00.0"})
+	if got, want := marks(), map[string]string{"0000:18:00.0": "FAIL", "0000:2a:00.0": "WARN"}; !maps.Equal(got, want) {
+		t.Errorf("Mark %v, want %v", got, want)
 	}
 }
 
