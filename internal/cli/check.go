@@ -198,24 +198,31 @@ func selectDevices(env *diagnose.Env, devices []string, where string) error {
 	if len(devices) == 0 {
 		return nil
 	}
-	inv, err := env.PCI()
-	if err != nil {
-		return usageErr("--device: the PCI bus %s could not be read: %v", where, err)
-	}
+	addrs := make([]pci.Address, len(devices))
 	var want []string
-	for _, d := range devices {
+	for i, d := range devices {
 		a, err := pci.ParseAddress(strings.TrimSpace(d))
 		if err != nil {
 			return usageErr("--device %q is not a PCI address (want 0000:17:00.0, 17:00.0 or 00000000:17:00.0)", d)
 		}
-		if inv.Lookup(a) == nil {
-			return usageErr("--device %s: no PCI function %s %s; %s", d, a, where, existingFunctions(inv))
-		}
+		addrs[i] = a
 		if !slices.Contains(want, a.String()) {
 			want = append(want, a.String())
 		}
 	}
+	// Before the scan, which the report names the devices from: it reads
+	// pci.ids only for a run that names a function (Env.PCI), and a
+	// --device run names one.
 	env.Opts.Devices = want
+	inv, err := env.PCI()
+	if err != nil {
+		return usageErr("--device: the PCI bus %s could not be read: %v", where, err)
+	}
+	for i, a := range addrs {
+		if inv.Lookup(a) == nil {
+			return usageErr("--device %s: no PCI function %s %s; %s", devices[i], a, where, existingFunctions(inv))
+		}
+	}
 	return nil
 }
 

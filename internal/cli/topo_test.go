@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -19,23 +21,24 @@ var updateTopo = flag.Bool("update-topo", false, "rewrite the topo golden files 
 
 const topoGolden = "../../testdata/golden/topo"
 
-// topoOf builds the report models of a fixture, named as the golden files
-// name it (the source of a --root run holds the absolute path).
-func topoOf(t *testing.T, host string, failing ...string) (*report.Topology, *report.AffinityMatrix) {
+// topoOf builds the report models of a fixture as the command does, the
+// checks' marks included, named as the golden files name it (the source
+// of a --root run holds the absolute path).
+func topoOf(t *testing.T, host string) (*report.Topology, *report.AffinityMatrix) {
 	t.Helper()
 	// As the command reads them: the matrix with the local CPUs, the
 	// tree without.
 	root := hostfs.MustNew(hosts + host)
-	tree, inv, err := topo.Read(root, topo.Options{Failing: failing})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mtree, _, err := topo.Read(root, topo.Options{Failing: failing, LocalCPUs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
 	src := "fixture " + host
-	return TopologyReport(tree, inv, src), MatrixReport(mtree, src)
+	tree, inv, chk, err := checkedTopo(root, topo.Options{}, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mtree, _, mchk, err := checkedTopo(root, topo.Options{LocalCPUs: true}, src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return TopologyReport(tree, inv, src, chk), MatrixReport(mtree, src, mchk)
 }
 
 func goldenFile(t *testing.T, name string, got []byte) {
@@ -59,21 +62,24 @@ func goldenFile(t *testing.T, name string, got []byte) {
 	}
 }
 
-// TestTopoGolden: the tree of two fixtures in every format, and their
-// matrices. nvidia-h100x8 (two NUMA nodes, nine root complexes, the
-// roles told by the chain: 64-byte config spaces) is drawn with GPU 3
-// (0000:5d:00.0) failing; gpu4-switch-noacs (whole config spaces, one
-// IOMMU group for the switch's ports and GPUs) without.
+// TestTopoGolden: the tree of three fixtures in every format, and their
+// matrices, as topo draws them after its checks. nvidia-h100x8 (two NUMA
+// nodes, nine root complexes, the roles told by the chain: 64-byte config
+// spaces) is healthy; demo-h100x8-faults, the same host with the demo's
+// faults, has a GPU that fails (0000:ab:00.0, its /dev/nvidia5 missing)
+// and one that warns (0000:5d:00.0, its link at x8 of x16);
+// gpu4-switch-noacs (whole config spaces, one IOMMU group for the
+// switch's ports and GPUs) is healthy.
 func TestTopoGolden(t *testing.T) {
 	for _, c := range []struct {
-		host    string
-		failing []string
+		host string
 	}{
-		{"nvidia-h100x8", []string{"0000:5d:00.0", "/dev/nvidia5"}},
-		{"gpu4-switch-noacs", nil},
+		{"nvidia-h100x8"},
+		{"demo-h100x8-faults"},
+		{"gpu4-switch-noacs"},
 	} {
 		t.Run(c.host, func(t *testing.T) {
-			tp, m := topoOf(t, c.host, c.failing...)
+			tp, m := topoOf(t, c.host)
 			for _, f := range []struct {
 				ext   string
 				write func(*bytes.Buffer) error
@@ -94,34 +100,6 @@ func TestTopoGolden(t *testing.T) {
 				goldenFile(t, c.host+"."+f.ext, b.Bytes())
 			}
 		})
-	}
-}
-
-// TestTopoMarksFailing: the failing GPU is marked in every drawing, the
-// other GPUs are not.
-func TestTopoMarksFailing(t *testing.T) {
-	tp, m := topoOf(t, "nvidia-h100x8", "0000:5d:00.0")
-	var text, mmd, dot bytes.Buffer
-	if err := report.WriteTopologyText(&text, tp); err != nil {
-		t.Fatal(err)
-	}
-	if err := report.WriteTopologyMermaid(&mmd, tp); err != nil {
-		t.Fatal(err)
-	}
-	if err := report.WriteTopologyDOT(&dot, tp); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(text.String(), "0000:5d:00.0  [FAIL GPU]") || strings.Count(text.String(), "[FAIL") != 1 {
-		t.Errorf("text marks:\n%s", text.String())
-	}
-	if !strings.Contains(mmd.String(), "class fn_0000_5d_00_0 failing") {
-		t.Errorf("mermaid lacks the failing class")
-	}
-	if strings.Count(dot.String(), `penwidth=4`) != 1 || !strings.Contains(dot.String(), `fn_0000_5d_00_0 [label="0000:5d:00.0 [FAIL GPU]`) {
-		t.Errorf("dot marks the failing GPU %d times", strings.Count(dot.String(), `penwidth=4`))
-	}
-	if d := m.Devices[3]; d.Address != "0000:5d:00.0" || !d.Failing || m.Devices[2].Failing {
-		t.Errorf("matrix devices %+v", m.Devices[2:4])
 	}
 }
 
@@ -174,7 +152,7 @@ func TestTopoDOTRendersWithGraphviz(t *testing.T) {
 	if err != nil {
 		t.Skip("Graphviz's dot is not installed (apt-get install graphviz; .ci/run installs it)")
 	}
-	tp, _ := topoOf(t, "nvidia-h100x8", "0000:5d:00.0")
+	tp, _ := topoOf(t, "demo-h100x8-faults")
 	var src bytes.Buffer
 	if err := report.WriteTopologyDOT(&src, tp); err != nil {
 		t.Fatal(err)
@@ -223,5 +201,166 @@ func TestTopoDOTRendersWithGraphviz(t *testing.T) {
 		if err := os.WriteFile(p, png, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// demoGPUs are the demo's GPUs and the mark its checks give each: GPU5's
+// /dev/nvidia5 is missing (DEVNODE_MISSING, a FAIL), GPU3's link trained
+// at x8 of x16 (PCI_LINK_DEGRADED, a WARN); the other six are healthy.
+var demoGPUs = map[string]string{
+	"0000:18:00.0": "", "0000:2a:00.0": "", "0000:3a:00.0": "", "0000:5d:00.0": "WARN",
+	"0000:9a:00.0": "", "0000:ab:00.0": "FAIL", "0000:ba:00.0": "", "0000:db:00.0": "",
+}
+
+// demoBox is the box id both diagram languages give a function.
+func demoBox(bdf string) string { return "fn_" + strings.NewReplacer(":", "_", ".", "_").Replace(bdf) }
+
+// TestTopoMarksTheDemosFailingGPUs: topo runs check's layers 1-3 on the
+// demo and every renderer marks the GPU a check failed on as failing,
+// the one a check warned on as warning, and neither the other six; each
+// drawing's legend says what the marks are. --check=false marks none and
+// says so.
+func TestTopoMarksTheDemosFailingGPUs(t *testing.T) {
+	// marksOf reads each GPU's mark from one format's output.
+	type marksOf func(t *testing.T, out string) map[string]string
+	lineMarks := func(prefix func(bdf string) string, fail, warn string) marksOf {
+		return func(t *testing.T, out string) map[string]string {
+			got := map[string]string{}
+			for bdf := range demoGPUs {
+				var line string
+				for _, l := range strings.Split(out, "\n") {
+					if strings.Contains(l, prefix(bdf)) {
+						line = l
+						break
+					}
+				}
+				switch {
+				case line == "":
+					t.Errorf("no line for %s", bdf)
+				case strings.Contains(line, fail):
+					got[bdf] = "FAIL"
+				case strings.Contains(line, warn):
+					got[bdf] = "WARN"
+				default:
+					got[bdf] = ""
+				}
+			}
+			return got
+		}
+	}
+	text := lineMarks(func(b string) string { return b + "  [" }, "[FAIL GPU]", "[WARN GPU]")
+	dot := lineMarks(func(b string) string { return demoBox(b) + " [label=" }, `color="#c62828"`, `color="#ef6c00"`)
+	matrix := lineMarks(func(b string) string { return ": " + b + " " }, "[FAIL]", "[WARN]")
+	matrixMD := lineMarks(func(b string) string { return ": " + b + " " }, `\[FAIL\]`, `\[WARN\]`)
+	// Mermaid marks by class lines: "class a,b failing".
+	mermaid := func(t *testing.T, out string) map[string]string {
+		got := map[string]string{}
+		for bdf := range demoGPUs {
+			got[bdf] = ""
+		}
+		for _, l := range strings.Split(out, "\n") {
+			f := strings.Fields(l)
+			if len(f) != 3 || f[0] != "class" || f[2] != "failing" && f[2] != "warning" {
+				continue
+			}
+			for bdf := range demoGPUs {
+				if slices.Contains(strings.Split(f[1], ","), demoBox(bdf)) {
+					got[bdf] = map[string]string{"failing": "FAIL", "warning": "WARN"}[f[2]]
+				}
+			}
+		}
+		if !strings.Contains(out, "classDef failing stroke:#c62828") || !strings.Contains(out, "classDef warning stroke:#ef6c00") {
+			t.Error("the failing and warning classes are not defined")
+		}
+		return got
+	}
+	treeJSON := func(t *testing.T, out string) map[string]string {
+		var tp report.Topology
+		if err := json.Unmarshal([]byte(out), &tp); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		var walk func(ns []report.TopoNode)
+		walk = func(ns []report.TopoNode) {
+			for _, n := range ns {
+				if _, ok := demoGPUs[n.ID]; ok {
+					got[n.ID] = map[[2]bool]string{{true, false}: "FAIL", {false, true}: "WARN", {false, false}: ""}[[2]bool{n.Failing, n.Warning}]
+				}
+				walk(n.Children)
+			}
+		}
+		walk(tp.RootComplexes)
+		return got
+	}
+	matrixJSON := func(t *testing.T, out string) map[string]string {
+		var m report.AffinityMatrix
+		if err := json.Unmarshal([]byte(out), &m); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for _, d := range m.Devices {
+			if _, ok := demoGPUs[d.Address]; ok {
+				got[d.Address] = map[[2]bool]string{{true, false}: "FAIL", {false, true}: "WARN", {false, false}: ""}[[2]bool{d.Failing, d.Warning}]
+			}
+		}
+		return got
+	}
+	const textLegend = "[FAIL]: a check failed on the function; [WARN]: a check warned on it"
+	const outlines = "red outline: a check failed on the function"
+	for _, c := range []struct {
+		args   []string
+		marks  marksOf
+		legend string
+	}{
+		{[]string{"-o", "text"}, text, textLegend},
+		{[]string{"-o", "dot"}, dot, outlines + "   orange outline: a check warned on it (accel-doctor topo lists the findings)"},
+		{[]string{"-o", "mermaid"}, mermaid, ""},
+		{[]string{"-o", "markdown"}, mermaid, "- " + outlines + "; orange outline: a check warned on it"},
+		{[]string{"-o", "json"}, treeJSON, ""},
+		{[]string{"--matrix"}, matrix, "[FAIL]: a check failed on the device; [WARN]: a check warned on it"},
+		{[]string{"--matrix", "-o", "markdown"}, matrixMD, `\[FAIL\]: a check failed on the device; \[WARN\]: a check warned on it`},
+		{[]string{"--matrix", "-o", "json"}, matrixJSON, ""},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			out, stderr, code := run(t, append([]string{"topo", "--snapshot", "demo"}, c.args...)...)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			if got := c.marks(t, out); !maps.Equal(got, demoGPUs) {
+				t.Errorf("marks %v, want %v", got, demoGPUs)
+			}
+			if !strings.Contains(out, c.legend) {
+				t.Errorf("no legend %q:\n%s", c.legend, out)
+			}
+			// The notes name the findings behind the marks; a diagram,
+			// which has none, names the command that does.
+			if f := c.args[len(c.args)-1]; f != "mermaid" && f != "dot" {
+				plain := strings.ReplaceAll(out, `\_`, "_")
+				if !strings.Contains(plain, "FAIL DEVNODE_MISSING /dev/nvidia5") || !strings.Contains(plain, "WARN PCI_LINK_DEGRADED 0000:5d:00.0") ||
+					!strings.Contains(out, "accel-doctor check --layer pci,driver,devnode") {
+					t.Errorf("the notes lack the findings:\n%s", out)
+				}
+			}
+			if c.args[len(c.args)-1] == "json" && !strings.Contains(out, `"checked": true`) {
+				t.Error(`no "checked": true`)
+			}
+			off, _, code := run(t, append([]string{"topo", "--snapshot", "demo", "--check=false"}, c.args...)...)
+			if code != 0 {
+				t.Fatalf("--check=false: exit %d", code)
+			}
+			none := map[string]string{}
+			for bdf := range demoGPUs {
+				none[bdf] = ""
+			}
+			if got := c.marks(t, off); !maps.Equal(got, none) {
+				t.Errorf("--check=false marks %v", got)
+			}
+			if c.legend != "" && !strings.Contains(off, "not checked (--check=false)") {
+				t.Errorf("--check=false: the legend does not say nothing is marked:\n%s", off)
+			}
+			if c.args[len(c.args)-1] == "json" && !strings.Contains(off, `"checked": false`) {
+				t.Error(`--check=false: no "checked": false`)
+			}
+		})
 	}
 }

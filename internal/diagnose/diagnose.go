@@ -26,6 +26,10 @@ type Options struct {
 	// DevicesOnly makes Devices exact even when empty: a container's run
 	// judges the host devices behind its nodes and no other.
 	DevicesOnly bool
+	// PCIFields are read in the PCI scan (Env.PCI) beside the whole
+	// inventory the checks judge: topo draws its tree from the same scan
+	// and adds the bridges' config space (pci.FieldBridgeConfig).
+	PCIFields pci.Fields
 	// Container is the container a run judges (accel-doctor container):
 	// its checks run, and every finding carries its checkpoint.
 	Container *runtime.Container

@@ -321,6 +321,9 @@ func classString(d *pci.Device) string {
 }
 
 func checkDriverModule(e *Env, out *Out) {
+	// A module that is not found has one why, however many devices its
+	// driver binds (finding it walks the capture's tree).
+	missing := map[string]report.Why{}
 	for _, d := range e.Accelerators() {
 		b := e.Binding(d)
 		bdf := d.Address.String()
@@ -334,8 +337,13 @@ func checkDriverModule(e *Env, out *Out) {
 		}
 		m, err := e.DriverModule(b.Driver)
 		if !m.Present {
+			why, ok := missing[b.Driver]
+			if !ok {
+				why = moduleMissingWhy(e, m, err)
+				missing[b.Driver] = why
+			}
 			out.NotRun(CodeDriverModuleUnknown, bdf, fmt.Sprintf("module of driver %s not found", b.Driver),
-				moduleMissingWhy(e, m, err), Ev("/sys/module/"+m.Name, "absent"))
+				why, Ev("/sys/module/"+m.Name, "absent"))
 			continue
 		}
 		judgeModule(e, out, bdf, b.Driver, m, err)

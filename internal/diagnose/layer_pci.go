@@ -162,7 +162,7 @@ func pciChecks() []Check {
 // PCI returns the host's PCI inventory, scanned once per run.
 func (e *Env) PCI() (*pci.Inventory, error) {
 	return memo(e, "pci.inventory", func() (*pci.Inventory, error) {
-		inv, err := pci.ScanFields(e.Root, pci.AllFields&^pci.FieldNames)
+		inv, err := pci.ScanFields(e.Root, (pci.AllFields|e.Opts.PCIFields)&^pci.FieldNames)
 		if err == nil && e.showsNames(inv) {
 			inv.LoadNames(e.Root)
 		}

@@ -104,6 +104,24 @@ func (r *Root) Covers(p string) bool {
 	return len(r.manifest.Children(path.Dir(p))) > 0
 }
 
+// LiveSysfs reports whether the root's /sys is a running kernel's sysfs:
+// always on the live host, and for a host's sysfs seen through --root (a
+// pod's /host/sys); never in a snapshot, a fixture or a capture, whose
+// files copy what a reader once saw (its limits are the reader's then,
+// not this process's now).
+func (r *Root) LiveSysfs() bool {
+	if r.live {
+		return true
+	}
+	fd, err := r.open("/sys", unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var st unix.Statfs_t
+	return unix.Fstatfs(fd, &st) == nil && int64(st.Type) == unix.SYSFS_MAGIC
+}
+
 // liveTree reports whether p's top-level directory under the root is a
 // kernel file system (a live host's tree seen through --root).
 func (r *Root) liveTree(p string) bool {

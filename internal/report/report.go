@@ -141,6 +141,22 @@ type Device struct {
 	Description string   `json:"description"`
 }
 
+// Owners maps each device's ID and nodes to the device's ID (a node
+// shared by several devices belongs to the first): the device a finding
+// about that subject is grouped under.
+func (r *Report) Owners() map[string]string {
+	owner := map[string]string{}
+	for _, d := range r.Devices {
+		owner[d.ID] = d.ID
+		for _, n := range d.Nodes {
+			if _, taken := owner[n]; !taken {
+				owner[n] = d.ID
+			}
+		}
+	}
+	return owner
+}
+
 // Verdict names the first layer with a FAIL, and says which asked-for
 // layers could not be judged.
 type Verdict struct {

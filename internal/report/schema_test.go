@@ -56,14 +56,14 @@ func TestTopologySchemaDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	n, g := 0, 3
-	tp := &Topology{Source: "s", NUMANodes: []TopoNUMA{{ID: 0, CPUs: "0-3"}}, IOMMUGroups: []TopoGroup{{ID: 3, Members: []string{"x"}}},
+	tp := &Topology{Source: "s", Checked: true, NUMANodes: []TopoNUMA{{ID: 0, CPUs: "0-3"}}, IOMMUGroups: []TopoGroup{{ID: 3, Members: []string{"x"}}},
 		Notes: []string{"n"}, RootComplexes: []TopoNode{{ID: "pci0000:00", Kind: TopoHostBridge, NUMANode: &n,
 			Children: []TopoNode{{ID: "0000:00:01.0", Kind: TopoSwitchDownstream, KindFrom: "chain", KindNote: "n", Switch: "s", IDs: "1:2",
 				Class: "060400", Name: "n", Driver: "d", NUMANode: &n, IOMMUGroup: &g, Link: "l", Accelerator: "gpu", NIC: true,
-				Interfaces: []string{"i"}, VF: true, Failing: true}}}},
+				Interfaces: []string{"i"}, VF: true, Failing: true, Warning: true}}}},
 		Unplaced: []TopoNode{{ID: "x", Kind: TopoEndpoint}}}
-	m := &AffinityMatrix{Source: "s", Devices: []MatrixDevice{{Label: "GPU0", Address: "a", Kind: "gpu", Name: "n", Interfaces: []string{"i"},
-		CPUAffinity: "0", NUMAAffinity: &n, Failing: true}}, Classes: [][]string{{"X"}}, Legend: []string{"l"}, Notes: []string{"n"}}
+	m := &AffinityMatrix{Source: "s", Checked: true, Devices: []MatrixDevice{{Label: "GPU0", Address: "a", Kind: "gpu", Name: "n", Interfaces: []string{"i"},
+		CPUAffinity: "0", NUMAAffinity: &n, Failing: true, Warning: true}}, Classes: [][]string{{"X"}}, Legend: []string{"l"}, Notes: []string{"n"}}
 	for _, v := range []any{tp, m} {
 		var b bytes.Buffer
 		if err := WriteJSONValue(&b, v); err != nil {

@@ -48,7 +48,7 @@ type group struct {
 // group) and subject: host first, then devices by address, then the rest in
 // the order they came.
 func groupsOf(r *Report, fs []Finding) []group {
-	owner := ownerOf(r)
+	owner := r.Owners()
 	titles := map[string]string{"host": "host"}
 	for _, d := range r.Devices {
 		titles[d.ID] = deviceTitle(d)
@@ -92,21 +92,6 @@ func groupsOf(r *Report, fs []Finding) []group {
 		return false
 	})
 	return gs
-}
-
-// ownerOf maps each device's ID and nodes to the device's ID (a node
-// shared by several devices belongs to the first).
-func ownerOf(r *Report) map[string]string {
-	owner := map[string]string{}
-	for _, d := range r.Devices {
-		owner[d.ID] = d.ID
-		for _, n := range d.Nodes {
-			if _, taken := owner[n]; !taken {
-				owner[n] = d.ID
-			}
-		}
-	}
-	return owner
 }
 
 func deviceTitle(d Device) string {
@@ -284,7 +269,7 @@ func (t *textWriter) finding(g group, f Finding) {
 func (t *textWriter) healthy() {
 	type tally struct{ pass, other int }
 	per := map[string]*tally{}
-	owner := ownerOf(t.r)
+	owner := t.r.Owners()
 	for _, f := range t.r.Findings {
 		id, ok := owner[f.Subject]
 		if !ok {

@@ -11,7 +11,11 @@ import (
 // the IOMMU groups. It is data; the renderers below (text, Markdown,
 // Mermaid, DOT) and WriteJSONValue draw it.
 type Topology struct {
-	Source        string      `json:"source"`
+	Source string `json:"source"`
+	// Checked: the checks ran, so every function a check failed or
+	// warned on is marked (TopoNode.Failing, Warning); false: nothing is
+	// marked, whatever the host's state.
+	Checked       bool        `json:"checked"`
 	NUMANodes     []TopoNUMA  `json:"numa_nodes,omitempty"`
 	RootComplexes []TopoNode  `json:"root_complexes"`
 	Unplaced      []TopoNode  `json:"unplaced,omitempty"` // functions whose place in the tree is unknown
@@ -65,13 +69,16 @@ type TopoNode struct {
 	Interfaces  []string   `json:"interfaces,omitempty"`
 	VF          bool       `json:"sriov_vf,omitempty"`
 	Failing     bool       `json:"failing,omitempty"`
+	Warning     bool       `json:"warning,omitempty"` // a check warned on it, none failed
 	Children    []TopoNode `json:"children,omitempty"`
 }
 
 // AffinityMatrix is `topo --matrix`: the class of the path between every
 // pair of accelerators and NICs, in nvidia-smi topo -m's vocabulary.
 type AffinityMatrix struct {
-	Source  string         `json:"source"`
+	Source string `json:"source"`
+	// Checked: as Topology's.
+	Checked bool           `json:"checked"`
 	Devices []MatrixDevice `json:"devices"`
 	// Classes[i][j] is the path class from Devices[i] to Devices[j].
 	Classes [][]string `json:"classes"`
@@ -91,6 +98,7 @@ type MatrixDevice struct {
 	CPUAffinity  string `json:"cpu_affinity,omitempty"`
 	NUMAAffinity *int   `json:"numa_affinity,omitempty"`
 	Failing      bool   `json:"failing,omitempty"`
+	Warning      bool   `json:"warning,omitempty"`
 }
 
 // kindText is how the text and the diagrams name a node's kind.
@@ -116,11 +124,15 @@ func kindText(n *TopoNode) string {
 	return "endpoint"
 }
 
-// tag is the short mark of an accelerator, a NIC or a failing node.
+// tags are the short marks of a node: FAIL or WARN, then accelerator
+// or NIC.
 func tags(n *TopoNode) []string {
 	var t []string
-	if n.Failing {
+	switch {
+	case n.Failing:
 		t = append(t, "FAIL")
+	case n.Warning:
+		t = append(t, "WARN")
 	}
 	switch {
 	case n.NIC:
@@ -133,6 +145,33 @@ func tags(n *TopoNode) []string {
 		t = append(t, "ACCEL")
 	}
 	return t
+}
+
+// markLegend says what the marks mean, in the words of a format
+// ("[FAIL]", "red outline"), and where the findings are (the notes, for
+// a format that has them); unchecked, that nothing is marked.
+func markLegend(checked bool, fail, warn, where string) string {
+	if !checked {
+		return "not checked (--check=false): no function is marked, whatever its state"
+	}
+	return fail + ": a check failed on the function; " + warn + ": a check warned on it (" + where + ")"
+}
+
+// inNotes is where the findings behind the marks are in a format with notes.
+const inNotes = "the notes say which"
+
+// marked reports whether any node of t carries a FAIL or WARN mark.
+func marked(t *Topology) bool {
+	var walk func(n []TopoNode) bool
+	walk = func(ns []TopoNode) bool {
+		for i := range ns {
+			if ns[i].Failing || ns[i].Warning || walk(ns[i].Children) {
+				return true
+			}
+		}
+		return false
+	}
+	return walk(t.RootComplexes) || walk(t.Unplaced)
 }
 
 // WriteTopologyText draws the tree as `lspci -tv` does, one function per
@@ -191,11 +230,15 @@ func WriteTopologyText(w io.Writer, t *Topology) error {
 			ew.printf("%s\n", safeLine(s))
 		}
 	}
-	if chain || len(t.Notes) > 0 {
+	legend := !t.Checked || marked(t)
+	if chain || legend || len(t.Notes) > 0 {
 		ew.printf("\n")
 	}
 	if chain {
 		ew.printf("* kind told by the bridge's place in the tree: its config space could not be read as far as the PCI Express capability\n")
+	}
+	if legend {
+		ew.printf("%s\n", markLegend(t.Checked, "[FAIL]", "[WARN]", inNotes))
 	}
 	for _, n := range t.Notes {
 		ew.printf("note: %s\n", safeLine(n))
@@ -204,9 +247,9 @@ func WriteTopologyText(w io.Writer, t *Topology) error {
 }
 
 // topoSummary counts what the tree holds: "3 root complexes, 2 switches,
-// 8 accelerators, 2 NICs, 3 failing".
+// 8 accelerators, 2 NICs, 3 failing, 1 warning".
 func topoSummary(t *Topology) string {
-	var rc, sw, acc, nic, fail, fn int
+	var rc, sw, acc, nic, fail, warn, fn int
 	var walk func(n *TopoNode)
 	walk = func(n *TopoNode) {
 		switch {
@@ -226,6 +269,9 @@ func topoSummary(t *Topology) string {
 		if n.Failing {
 			fail++
 		}
+		if n.Warning {
+			warn++
+		}
 		for i := range n.Children {
 			walk(&n.Children[i])
 		}
@@ -240,6 +286,9 @@ func topoSummary(t *Topology) string {
 	if fail > 0 {
 		s += fmt.Sprintf(", %d failing", fail)
 	}
+	if warn > 0 {
+		s += fmt.Sprintf(", %d warning", warn)
+	}
 	return s
 }
 
@@ -250,8 +299,8 @@ func nodeLine(n *TopoNode) string {
 		if n.NUMANode != nil {
 			s += fmt.Sprintf("  numa %d", *n.NUMANode)
 		}
-		if n.Failing {
-			s = "[FAIL] " + s
+		if t := tags(n); len(t) > 0 {
+			s = "[" + t[0] + "] " + s
 		}
 		return safeLine(s)
 	}
@@ -305,7 +354,8 @@ func displayName(n *TopoNode) string {
 // block (GitHub, GitLab and most wikis draw it), then the notes.
 func WriteTopologyMarkdown(w io.Writer, t *Topology) error {
 	ew := &errWriter{w: w}
-	ew.printf("# PCIe topology\n\n- source: %s\n- %s\n\n```mermaid\n", mdEscape(t.Source), topoSummary(t))
+	ew.printf("# PCIe topology\n\n- source: %s\n- %s\n- %s\n\n```mermaid\n", mdEscape(t.Source), topoSummary(t),
+		mdEscape(markLegend(t.Checked, "red outline", "orange outline", inNotes)))
 	if ew.err == nil {
 		ew.err = WriteTopologyMermaid(w, t)
 	}
@@ -365,6 +415,9 @@ func WriteMatrixText(w io.Writer, m *AffinityMatrix) error {
 	for _, d := range m.Devices {
 		tb.Notes = append(tb.Notes, "  "+deviceLegend(d))
 	}
+	if l, ok := matrixMarkLegend(m); ok {
+		tb.Notes = append(tb.Notes, "", "  "+l)
+	}
 	if len(m.Notes) > 0 {
 		tb.Notes = append(tb.Notes, "")
 		for _, n := range m.Notes {
@@ -382,10 +435,27 @@ func deviceLegend(d MatrixDevice) string {
 	if d.Name != "" {
 		s += " " + d.Name
 	}
-	if d.Failing {
+	switch {
+	case d.Failing:
 		s += " [FAIL]"
+	case d.Warning:
+		s += " [WARN]"
 	}
 	return s
+}
+
+// matrixMarkLegend is the matrix's markLegend, where it has something to
+// say: unchecked, or a device marked.
+func matrixMarkLegend(m *AffinityMatrix) (string, bool) {
+	for _, d := range m.Devices {
+		if d.Failing || d.Warning {
+			return strings.ReplaceAll(markLegend(true, "[FAIL]", "[WARN]", inNotes), "function", "device"), true
+		}
+	}
+	if !m.Checked {
+		return strings.ReplaceAll(markLegend(false, "", "", ""), "function", "device"), true
+	}
+	return "", false
 }
 
 // WriteMatrixMarkdown writes the matrix as a Markdown table with the
@@ -423,6 +493,9 @@ func WriteMatrixMarkdown(w io.Writer, m *AffinityMatrix) error {
 		ew.printf("\n## Devices\n\n")
 		for _, d := range m.Devices {
 			ew.printf("- %s\n", mdEscape(deviceLegend(d)))
+		}
+		if l, ok := matrixMarkLegend(m); ok {
+			ew.printf("\n%s\n", mdEscape(l))
 		}
 	}
 	if len(m.Notes) > 0 {

@@ -13,7 +13,8 @@ import (
 // functions below it (thick inside a switch: upstream to downstream
 // ports), a cluster per NUMA node holding its root complexes, and inside
 // it a cluster per IOMMU group holding the group's functions.
-// Accelerators, NICs, switch ports and failing functions are coloured.
+// Accelerators, NICs and switch ports are coloured, and the functions a
+// check failed or warned on are outlined (red, orange).
 // A cluster can hold a box only once, so a group whose functions lie in
 // different NUMA clusters (which no kernel makes: a group never spans
 // root complexes) is drawn at the top level.
@@ -41,7 +42,7 @@ type diagramLayout struct {
 	style  map[*TopoNode]nodeStyles // which styles a box takes
 }
 
-type nodeStyles struct{ accel, nic, port, host, failing bool }
+type nodeStyles struct{ accel, nic, port, host, failing, warning bool }
 
 func layout(t *Topology) *diagramLayout {
 	l := &diagramLayout{cpus: map[int]string{}, groups: map[int][]int{}, where: map[int]*int{},
@@ -91,7 +92,7 @@ func layout(t *Topology) *diagramLayout {
 		l.ids[d.n] = id
 		l.style[d.n] = nodeStyles{accel: d.n.Accelerator != "" && !d.n.NIC, nic: d.n.NIC,
 			port: d.n.Kind == TopoSwitchUpstream || d.n.Kind == TopoSwitchDownstream,
-			host: d.n.Kind == TopoHostBridge, failing: d.n.Failing}
+			host: d.n.Kind == TopoHostBridge, failing: d.n.Failing, warning: d.n.Warning && !d.n.Failing}
 	}
 	sort.Ints(l.numa)
 	var gids []int
@@ -280,6 +281,7 @@ func WriteTopologyMermaid(w io.Writer, t *Topology) error {
 	ew.printf("  classDef accel fill:#d4edda,stroke:#2e7d32,stroke-width:2px\n")
 	ew.printf("  classDef nic fill:#d6e4f7,stroke:#1f5fbf,stroke-width:2px\n")
 	ew.printf("  classDef failing stroke:#c62828,stroke-width:4px,color:#c62828\n")
+	ew.printf("  classDef warning stroke:#ef6c00,stroke-width:4px\n")
 	for _, c := range []struct {
 		name string
 		has  func(nodeStyles) bool
@@ -289,6 +291,7 @@ func WriteTopologyMermaid(w io.Writer, t *Topology) error {
 		{"accel", func(s nodeStyles) bool { return s.accel }},
 		{"nic", func(s nodeStyles) bool { return s.nic }},
 		{"failing", func(s nodeStyles) bool { return s.failing }},
+		{"warning", func(s nodeStyles) bool { return s.warning }},
 	} {
 		var ids []string
 		for _, d := range l.nodes {
@@ -314,7 +317,8 @@ func WriteTopologyDOT(w io.Writer, t *Topology) error {
 	l := layout(t)
 	ew := &errWriter{w: w}
 	ew.printf("digraph topology {\n")
-	legend := "green: accelerator   blue: NIC   yellow: switch port   red outline: a check failed"
+	legend := "green: accelerator   blue: NIC   yellow: switch port   " +
+		strings.ReplaceAll(markLegend(t.Checked, "red outline", "orange outline", "accel-doctor topo lists the findings"), "; ", "   ")
 	for _, d := range l.nodes {
 		if d.n.KindFrom == "chain" {
 			legend += "   *: kind told by the place in the tree"
@@ -333,18 +337,34 @@ func WriteTopologyDOT(w io.Writer, t *Topology) error {
 		}
 		attrs := []string{fmt.Sprintf("label=\"%s\"", strings.Join(lines, `\n`))}
 		s := l.style[n]
+		var fill, color, pen string
 		switch {
 		case s.host:
-			attrs = append(attrs, `style="filled,bold"`, `fillcolor="#e8e8e8"`)
+			attrs = append(attrs, `style="filled,bold"`)
+			fill = "#e8e8e8"
 		case s.accel:
-			attrs = append(attrs, `fillcolor="#d4edda"`, `color="#2e7d32"`, "penwidth=2")
+			fill, color, pen = "#d4edda", "#2e7d32", "2"
 		case s.nic:
-			attrs = append(attrs, `fillcolor="#d6e4f7"`, `color="#1f5fbf"`, "penwidth=2")
+			fill, color, pen = "#d6e4f7", "#1f5fbf", "2"
 		case s.port:
-			attrs = append(attrs, `fillcolor="#fff3cd"`, `color="#8a6d00"`)
+			fill, color = "#fff3cd", "#8a6d00"
 		}
-		if s.failing {
-			attrs = append(attrs, `color="#c62828"`, "penwidth=4", `fontcolor="#c62828"`)
+		// The outline of a check's FAIL or WARN replaces the kind's.
+		switch {
+		case s.failing:
+			color, pen = "#c62828", "4"
+			attrs = append(attrs, `fontcolor="#c62828"`)
+		case s.warning:
+			color, pen = "#ef6c00", "4"
+		}
+		if fill != "" {
+			attrs = append(attrs, `fillcolor="`+fill+`"`)
+		}
+		if color != "" {
+			attrs = append(attrs, `color="`+color+`"`)
+		}
+		if pen != "" {
+			attrs = append(attrs, "penwidth="+pen)
 		}
 		ew.printf("%s%s [%s]\n", ind, l.ids[n], strings.Join(attrs, ", "))
 	}

@@ -28,7 +28,7 @@
 // switch is its upstream port and the downstream ports below it. NUMA
 // nodes, IOMMU groups, accelerators (pci.IsAccelerator) and NICs (base
 // class 0x02: Ethernet 0x0200, InfiniBand 0x0207, ...) are marked, and
-// the functions a check failed on (Options.Failing).
+// the functions a check failed or warned on (Options.Failing, Warning).
 //
 // Matrix computes, for every accelerator and NIC, the class of the path to
 // every other one in nvidia-smi topo -m's vocabulary (affinity.go, where

@@ -70,6 +70,10 @@ func (b *builder) role(n *Node) {
 		}
 		reason = err.Error()
 		n.roleWhy = why(err)
+		if errors.Is(err, pci.ErrConfigUnprivileged) {
+			reason = b.headerOnly()
+			n.roleWhy = reason
+		}
 	} else if n.Device == nil {
 		reason = "the function is not listed in " + pci.DevicesDir
 	}
@@ -79,14 +83,32 @@ func (b *builder) role(n *Node) {
 	n.Role, n.RoleFrom, n.RoleNote = chainRole(n), FromChain, reason
 }
 
+// headerOnly is why a bridge's config space ends at 64 bytes, in the
+// terms of what can be done about it: the kernel shows a reader without
+// CAP_SYS_ADMIN only the header (drivers/pci/pci-sysfs.c,
+// pci_read_config). On a running kernel's sysfs that reader is this
+// process; a capture was taken that way, whoever reads it now.
+func (b *builder) headerOnly() string {
+	if b.capture == nil {
+		c := !b.root.LiveSysfs()
+		b.capture = &c
+	}
+	if *b.capture {
+		return "the capture holds only the first 64 bytes of config space: it was taken without CAP_SYS_ADMIN, " +
+			"and the kernel shows such a reader no more (drivers/pci/pci-sysfs.c, pci_read_config); " +
+			"take it again as root (`accel-doctor snapshot`) for the port types"
+	}
+	return "config space beyond the first 64 bytes is readable only with CAP_SYS_ADMIN " +
+		"(drivers/pci/pci-sysfs.c, pci_read_config): run accel-doctor as root for the port types"
+}
+
 // why is a config space error without the path it names, so that the
-// tree's notes count the bridges that share a reason.
+// tree's notes count the bridges that share a reason (a header-only
+// config space is headerOnly's).
 func why(err error) string {
 	var ae *pci.AttrError
 	var ce *pci.ConfigError
 	switch {
-	case errors.Is(err, pci.ErrConfigUnprivileged):
-		return pci.ErrConfigUnprivileged.Error()
 	case errors.As(err, &ae):
 		return "their config attribute is " + ae.Problem.String()
 	case errors.As(err, &ce):

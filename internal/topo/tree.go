@@ -138,8 +138,10 @@ type Node struct {
 	Accelerator string
 	NIC         bool
 	Interfaces  []string
-	// Failing marks a node a check failed on (Options.Failing).
+	// Failing marks a node a check failed on (Options.Failing);
+	// Warning one a check warned on and none failed on (Options.Warning).
 	Failing bool
+	Warning bool
 }
 
 // IsFunction reports whether the node is a PCI function.
@@ -215,6 +217,9 @@ type Options struct {
 	// Failing are the subjects of failed checks; those that are PCI
 	// addresses (or host bridge IDs, pciDDDD:BB) mark their nodes.
 	Failing []string
+	// Warning are the subjects of checks that warned, marked the same
+	// way where no check failed on them.
+	Warning []string
 	// LocalCPUs reads each function's local CPUs (Read): what
 	// Node.LocalCPUs and the matrix's CPU affinity show.
 	LocalCPUs bool
@@ -295,6 +300,10 @@ type builder struct {
 	// conflicts are functions two paths place differently.
 	conflicts []string
 	hidden    int // functions named in paths, not listed
+	// capture: the root's sysfs is not a running kernel's (a snapshot, a
+	// fixture tree, a corpus capture), so what it lacks is how it was
+	// taken; nil until a header-only config space asks (headerOnly).
+	capture *bool
 }
 
 // Build arranges inv's functions into a tree. root is used for the
@@ -592,16 +601,8 @@ const classNetwork = 0x02
 // mark sets the accelerator, NIC and failing marks, and reads the NICs'
 // interface names.
 func (b *builder) mark(o Options) {
-	failing := map[string]bool{}
-	for _, s := range o.Failing {
-		if a, err := pci.ParseAddress(s); err == nil {
-			failing[a.String()] = true
-		} else {
-			failing[s] = true
-		}
-	}
+	b.t.Mark(o.Failing, o.Warning)
 	b.t.Walk(func(n *Node, _ int) {
-		n.Failing = failing[n.ID]
 		d := n.Device
 		if d == nil || n.Role != RoleEndpoint {
 			return
@@ -615,6 +616,31 @@ func (b *builder) mark(o Options) {
 			n.Interfaces = b.interfaces(d)
 		}
 	})
+}
+
+// Mark marks the nodes that failing and warning name (as Options.Failing
+// and Warning do), and unmarks every other: for a caller whose checks end
+// after the tree is built.
+func (t *Tree) Mark(failing, warning []string) {
+	f, w := subjects(failing), subjects(warning)
+	t.Walk(func(n *Node, _ int) {
+		n.Failing = f[n.ID]
+		n.Warning = w[n.ID] && !n.Failing
+	})
+}
+
+// subjects is the set of node IDs that s names: addresses in the
+// kernel's form, host bridge IDs as they are.
+func subjects(s []string) map[string]bool {
+	out := map[string]bool{}
+	for _, v := range s {
+		if a, err := pci.ParseAddress(v); err == nil {
+			out[a.String()] = true
+		} else {
+			out[v] = true
+		}
+	}
+	return out
 }
 
 // interfaces lists a network function's net/ (netdev names,

@@ -2,6 +2,7 @@ package topo
 
 import (
 	"fmt"
+	"maps"
 	"path"
 	"path/filepath"
 	"strings"
@@ -195,6 +196,39 @@ func TestRolesFromChainUnprivileged(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("notes %q lack the chain summary", tree.Notes)
+	}
+}
+
+// TestHeaderOnlyNoteSaysWhoseLimit: a 64-byte config space is the
+// kernel's answer to a reader without CAP_SYS_ADMIN. In a capture (a
+// snapshot, a fixture tree) that reader was whoever took it: the notes
+// say so and to take it again as root, never that this process lacks the
+// capability; on a running kernel's sysfs the reader is this process:
+// run as root.
+func TestHeaderOnlyNoteSaysWhoseLimit(t *testing.T) {
+	const capture, again, live = "the capture holds only the first 64 bytes of config space", "take it again as root", "run accel-doctor as root"
+	tree := readFixture(t, "nvidia-h100x8", Options{})
+	tree.Walk(func(n *Node, _ int) {
+		if n.RoleFrom == FromChain && (!strings.Contains(n.RoleNote, capture) || !strings.Contains(n.RoleNote, again) || strings.Contains(n.RoleNote, live)) {
+			t.Errorf("%s: note %q", n.ID, n.RoleNote)
+		}
+	})
+	summary := ""
+	for _, n := range tree.Notes {
+		if strings.Contains(n, "told by their place in the chain") {
+			summary = n
+		}
+	}
+	if !strings.Contains(summary, "33 bridge role(s) told by their place in the chain: "+capture) || !strings.Contains(summary, again) ||
+		strings.Contains(summary, "not readable without CAP_SYS_ADMIN") {
+		t.Errorf("capture's summary %q", summary)
+	}
+	// No live host can be made to show a bridge's header only (a root
+	// reader sees it whole, and this machine may have no bridge): the
+	// live root's words, as role() gives them to each bridge.
+	b := &builder{root: hostfs.MustNew("/")}
+	if w := b.headerOnly(); !strings.Contains(w, live) || !strings.Contains(w, "CAP_SYS_ADMIN") || strings.Contains(w, "capture") {
+		t.Errorf("live host's note %q", w)
 	}
 }
 
@@ -418,6 +452,34 @@ func TestFailingAndInterfaces(t *testing.T) {
 	// No config file: the port's role is the chain's, with the reason.
 	if p := node(t, tree, "0000:00:02.0"); p.Role != RoleRootPort || p.RoleFrom != FromChain || !strings.Contains(p.RoleNote, "config") {
 		t.Errorf("port: %v from %v (%s)", p.Role, p.RoleFrom, p.RoleNote)
+	}
+}
+
+// TestMark: a FAIL outranks a WARN on the same function; Mark, for
+// checks that end after the tree is built, marks as Options does and
+// clears what it does not name.
+func TestMark(t *testing.T) {
+	tree := readFixture(t, "nvidia-h100x8", Options{Failing: []string{"5d:00.0"}, Warning: []string{"0000:5d:00.0", "0000:ab:00.0", "pci0000:97"}})
+	marks := func() map[string]string {
+		got := map[string]string{}
+		tree.Walk(func(n *Node, _ int) {
+			switch {
+			case n.Failing && n.Warning:
+				got[n.ID] = "both"
+			case n.Failing:
+				got[n.ID] = "FAIL"
+			case n.Warning:
+				got[n.ID] = "WARN"
+			}
+		})
+		return got
+	}
+	if got, want := marks(), map[string]string{"0000:5d:00.0": "FAIL", "0000:ab:00.0": "WARN", "pci0000:97": "WARN"}; !maps.Equal(got, want) {
+		t.Errorf("Options marks %v, want %v", got, want)
+	}
+	tree.Mark([]string{"0000:18:00.0"}, []string{"18:00.0", "0000:2a:00.0"})
+	if got, want := marks(), map[string]string{"0000:18:00.0": "FAIL", "0000:2a:00.0": "WARN"}; !maps.Equal(got, want) {
+		t.Errorf("Mark %v, want %v", got, want)
 	}
 }
 
