@@ -3,7 +3,7 @@
 # machine with an NVIDIA GPU and its driver. Nothing in the test suite
 # needs it; it records what the probe saw where the stand-in libraries of
 # the tests cannot go (the real libcuda.so.1 and libnvidia-ml.so.1, a real
-# DRM node), for the closing note of issue 7.
+# DRM node), as a record of a run on a machine with a GPU.
 #
 #   bench/gpu-probe.sh [OUTDIR]
 #

@@ -101,9 +101,9 @@ func TestBinaryIsStatic(t *testing.T) {
 	}
 }
 
-// Every address form names the same function (issue: lspci's short form,
+// Every address form names the same function (lspci's short form,
 // upper case and nvidia-smi's 8-digit domain each gave "accelerators:
-// none found ... PASS").
+// none found ... PASS" once).
 func TestDeviceAddressForms(t *testing.T) {
 	for _, form := range []string{"0000:ab:00.0", "ab:00.0", "0000:AB:00.0", "00000000:ab:00.0", "AB:00.0"} {
 		r := runBin(t, nil, "check", "--snapshot", "demo", "--device", form)
@@ -309,7 +309,7 @@ func names(es []os.DirEntry) []string {
 
 // Real captures of working machines that lack trees (ghw's P100 has no
 // /dev, hwloc's POWER9 no driver links) give NOT_RUN naming the gap, never
-// a FAIL: the issue saw DEVNODE_MISSING "expected unknown from unknown"
+// a FAIL: one gave DEVNODE_MISSING "expected unknown from unknown"
 // and DRIVER_NONE on all six V100s.
 func TestIncompleteCapturesAreNotFailures(t *testing.T) {
 	corpus := testutil.CorpusDir(t)
@@ -423,7 +423,7 @@ func rewriteMeta(t *testing.T, src, dst string, edit func(map[string]any)) {
 // Hostile trees, through the binary: a driver link that loops, a 64 KiB
 // line in /proc/devices, a garbage class and an unparsable numa_node each
 // give a finding that names the path, and no GPU drops out of the later
-// layers (the issue saw a PASS "bound to driver driver", a whole /proc
+// layers (one gave a PASS "bound to driver driver", a whole /proc
 // file silently unread, a GPU gone from layers 2-3, and "absent" for a
 // malformed value).
 func TestHostileTreeFindingsNameThePath(t *testing.T) {

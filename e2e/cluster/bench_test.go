@@ -19,7 +19,7 @@ import (
 
 // BenchmarkClusterCommand times `accel-doctor cluster -o json` against a
 // real API server holding ACCEL_DOCTOR_BENCH_NODES nodes (default 500)
-// and ACCEL_DOCTOR_BENCH_PODS pods (default 5000); issue 11's target is
+// and ACCEL_DOCTOR_BENCH_PODS pods (default 5000); the goal is
 // 5,000 nodes and 50,000 pods in at most 3 s and 300 MiB:
 //
 //	cd e2e && ACCEL_DOCTOR_BENCH_NODES=5000 ACCEL_DOCTOR_BENCH_PODS=50000 \

@@ -17,7 +17,7 @@ import (
 
 // A kubelet restart (manager stopped, a new one started over the same
 // directory, wiping the sockets) until the plugin has registered again and
-// the manager counts its devices healthy. Issue 9's target: <= 1 s.
+// the manager counts its devices healthy. The goal: <= 1 s.
 func BenchmarkKubeletRestartToReregistered(b *testing.B) {
 	k, _ := startStub(b, 2)
 	var lat []time.Duration
@@ -67,7 +67,7 @@ func report(b *testing.B, lat []time.Duration) {
 // With our plugin (`accel-doctor plugin serve`, a process): a device node
 // removed (or made again with mknod) until the manager's allocatable
 // shows it. This is the whole path: inotify, the plugin's health
-// evaluation, ListAndWatch, the manager. Issue 9's target: p99 <= 100 ms.
+// evaluation, ListAndWatch, the manager. The goal: p99 <= 100 ms.
 func BenchmarkOursNodeChangeToAllocatable(b *testing.B) {
 	k, _ := startOurs(b, 2)
 	var lat []time.Duration
@@ -91,7 +91,7 @@ func BenchmarkOursNodeChangeToAllocatable(b *testing.B) {
 }
 
 // With our plugin: a kubelet restart until both of its resources are
-// registered again and counted healthy. Issue 9's target: <= 1 s.
+// registered again and counted healthy. The goal: <= 1 s.
 func BenchmarkOursKubeletRestartToReregistered(b *testing.B) {
 	k, _ := startOurs(b, 2)
 	var lat []time.Duration

@@ -20,8 +20,8 @@ import (
 // BenchmarkDRACommands times, against a real API server,
 // `accel-doctor claim -o json` explaining one pending claim (it asks for
 // 9 devices; every node has 8) over ACCEL_DOCTOR_BENCH_SLICES
-// ResourceSlices of 8 devices (default 1,000, one per node: issue 10's
-// target is ≤ 1 s), and `accel-doctor dra -o json` over
+// ResourceSlices of 8 devices (default 1,000, one per node: the goal is
+// ≤ 1 s), and `accel-doctor dra -o json` over
 // ACCEL_DOCTOR_BENCH_NODES nodes (default 1,000; the target is 5,000
 // nodes in ≤ 3 s and ≤ 300 MiB):
 //

@@ -119,7 +119,7 @@ code, and the time of the check.`,
 	Code:        "CLUSTER_AGENT_SUMMARY_STALE",
 	Status:      "WARN",
 	Title:       "the agent's last check of the node is too old to say what the node is now",
-	Explain:     `The summary's time is more than 3 of the agent's check intervals ago (its interval_s; 60 s when an older agent does not say). The agent checks every interval and its liveness probe fails after 3 missed ones, so its pod is gone, crash-looping, or cannot reach the API server. The summary's verdict, PASS or FAIL, is of a node as it was then: it is shown, and not used.`,
+	Explain:     `The summary's time is more than 3 of its interval_s ago (the agent's --heartbeat: a running agent writes its summary at least once a heartbeat, even when nothing changed; 60 s when an older agent does not say). So the agent's pod is gone, crash-looping, or cannot reach the API server. The summary's verdict, PASS or FAIL, is of a node as it was then: it is shown, and not used.`,
 	Remediation: "Look at the agent's pod on the node: `kubectl -n accel-doctor get pods -o wide --field-selector spec.nodeName=NODE`, then `kubectl -n accel-doctor logs POD`.",
 	Facts:       "Node.metadata.annotations[accel-doctor.io/summary].time older than 3 x interval_s",
 }, {

@@ -4,7 +4,7 @@ package cdi
 // becomes, its status, and what `accel-doctor explain` would print. The
 // diagnose layer owns the catalog; these entries are written here so
 // that the facts can be turned into findings mechanically (cli/cdi.go
-// does, for `accel-doctor cdi`) until the lead moves them.
+// does, for `accel-doctor cdi`).
 type Code struct {
 	Code   string
 	Status string // PASS, WARN, FAIL or NOT_RUN: a function of the kind alone

@@ -43,7 +43,7 @@ func declaredKinds(t *testing.T) []Kind {
 	return out
 }
 
-// TestEveryKindHasOneCode: the lead maps facts to findings by kind
+// TestEveryKindHasOneCode: facts become findings by kind
 // alone, so every kind is in exactly one catalog entry.
 func TestEveryKindHasOneCode(t *testing.T) {
 	owner := map[Kind]string{}

@@ -45,7 +45,7 @@ func TestSpecDecision(t *testing.T) {
 	if got, by, _ := SpecDecision(nil, c1_3, AccessRead, EnforcerV1); got || by != "default deny" {
 		t.Errorf("no rules: %v %q, want default deny", got, by)
 	}
-	// Issue 6: "c 1:* r" and "c 1:9 w" do not make an O_RDWR open of 1:9.
+	// "c 1:* r" and "c 1:9 w" do not make an O_RDWR open of 1:9.
 	issue := []specs.LinuxDeviceCgroup{{Allow: false, Access: "rwm"},
 		{Allow: true, Type: "c", Major: i64(1), Access: "r"}, {Allow: true, Type: "c", Major: i64(1), Minor: i64(9), Access: "w"}}
 	if got, by, err := SpecDecision(issue, DeviceRef{'c', 1, 9}, AccessRead|AccessWrite, EnforcerV2); got || err != nil {

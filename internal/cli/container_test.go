@@ -359,7 +359,7 @@ func evidenceValues(f report.Finding) []string {
 }
 
 // BenchmarkContainerAll100: `container --all` judging 100 running runc
-// containers (each with a device node and a rule). The issue's goal is
+// containers (each with a device node and a rule). The goal is
 // 1 s in total.
 func BenchmarkContainerAll100(b *testing.B) {
 	for i := 0; i < 100; i++ {

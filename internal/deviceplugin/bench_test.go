@@ -12,7 +12,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 )
 
-// The speed goals of the issue, measured (go test -bench . -run '^$'
+// The speed goals, measured (go test -bench . -run '^$'
 // ./internal/deviceplugin/); each reports its p50 and p99 over the
 // iterations:
 //

@@ -175,7 +175,7 @@ func TestModeDocs(t *testing.T) {
 		}
 	}
 	if len(seen) != 11 {
-		t.Errorf("%d modes documented, want the 11 of the issue", len(seen))
+		t.Errorf("%d modes documented, want 11", len(seen))
 	}
 	codes := map[string]bool{}
 	for _, c := range Codes {

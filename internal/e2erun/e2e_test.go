@@ -150,14 +150,17 @@ func TestE2E(t *testing.T) {
 	start = time.Now()
 	outs := make([]*bytes.Buffer, len(todo))
 	errs := make([]error, len(todo))
+	took := make([]time.Duration, len(todo))
 	sem := make(chan struct{}, 2) // go test's -p on this project's two cores
 	var wg sync.WaitGroup
 	for i, p := range todo {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			began := time.Now()
 			outs[i], errs[i] = runIn(ctx, p.dir, "go", "tool", "test2json", "-p", p.path, "-t", p.bin,
 				"-test.v=test2json", "-test.paniconexit0", "-test.count=1", "-test.timeout="+timeout)
+			took[i] = time.Since(began)
 		})
 	}
 	wg.Wait()
@@ -167,7 +170,11 @@ func TestE2E(t *testing.T) {
 		stdout.Write(o.Bytes())
 	}
 	if ctx.Err() != nil {
-		t.Fatalf("the e2e tests did not finish in %v\n%s", elapsed.Round(time.Second), tail(stdout.String()))
+		var which []string
+		for i, p := range todo {
+			which = append(which, fmt.Sprintf("%s %v (%v)", path.Base(p.path), took[i].Round(time.Second), errs[i]))
+		}
+		t.Fatalf("the e2e tests did not finish in %v: %s\n%s", elapsed.Round(time.Second), strings.Join(which, "; "), tail(stdout.String()))
 	}
 	t.Logf("the e2e tests of %d packages: %v", len(todo), elapsed.Round(time.Millisecond))
 	err = errors.Join(errs...)
@@ -220,6 +227,9 @@ func runIn(ctx context.Context, dir, name string, args ...string) (*bytes.Buffer
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// A child that outlives the command and holds its output open does
+	// not hold the wait (go test gives its test binaries the same).
+	cmd.WaitDelay = 10 * time.Second
 	runtime.LockOSThread() // Pdeathsig follows the thread that forked
 	defer runtime.UnlockOSThread()
 	if err := cmd.Start(); err != nil {
@@ -235,6 +245,9 @@ func runIn(ctx context.Context, dir, name string, args ...string) (*bytes.Buffer
 	}()
 	err := cmd.Wait()
 	close(done)
+	// What the command left in its group (a test's child that outlived
+	// it) goes with it.
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	return &out, err
 }
 

@@ -247,7 +247,7 @@ func majorFree(t *testing.T, major int) {
 	}
 }
 
-// TestHostProbeMatchesInside runs, for each case the issue names, a real
+// TestHostProbeMatchesInside runs, for each case below, a real
 // container and compares the errno of every accelerator node's open made
 // by the host-side probe (Probe) with the one `runc exec` gets inside,
 // and with the errno the case is about.

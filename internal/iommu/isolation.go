@@ -231,7 +231,7 @@ func roleFromClass(d *pci.Device, c *pci.Config) string {
 }
 
 // notReadable says why a config region could not be read, in the words
-// the lead turns into NOT_RUN.
+// a NOT_RUN gives.
 func notReadable(err error) string {
 	if errors.Is(err, pci.ErrConfigUnprivileged) {
 		return "ACS not readable without CAP_SYS_ADMIN (config space beyond 64 bytes, drivers/pci/pci-sysfs.c)"

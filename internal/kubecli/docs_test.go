@@ -8,9 +8,11 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/accel-doctor/accel-doctor/internal/catalog"
 	"github.com/accel-doctor/accel-doctor/internal/cli"
 	"github.com/accel-doctor/accel-doctor/internal/deviceplugin"
 	"github.com/accel-doctor/accel-doctor/internal/dramock"
@@ -326,4 +328,38 @@ func TestDocCommandsParse(t *testing.T) {
 		t.Fatalf("only %d command lines found in the docs: the patterns are wrong", n)
 	}
 	t.Logf("%d command lines parsed", n)
+}
+
+// docs/cluster.md's table of codes is cluster's catalog, with its
+// statuses: a code added to the catalog and left out of the table fails.
+func TestClusterDocTableIsTheCatalog(t *testing.T) {
+	row := regexp.MustCompile("(?m)^\\| `(CLUSTER_[A-Z_]+)` \\| ([^|]+) \\|")
+	doc := map[string]string{}
+	for _, m := range row.FindAllStringSubmatch(readDoc(t, "docs/cluster.md"), -1) {
+		doc[m[1]] = strings.TrimSpace(m[2])
+	}
+	for _, c := range catalog.Cluster {
+		st, ok := doc[c.Code]
+		switch {
+		case !ok:
+			t.Errorf("docs/cluster.md's table lacks %s", c.Code)
+		case !slices.Equal(statuses(st), statuses(c.Status)):
+			t.Errorf("docs/cluster.md gives %s the status %q, the catalog %s", c.Code, st, c.Status)
+		}
+		delete(doc, c.Code)
+	}
+	for c := range doc {
+		t.Errorf("docs/cluster.md's table has %s, which the catalog does not", c)
+	}
+}
+
+// statuses are the status words a text names, in order of rank.
+func statuses(s string) []string {
+	var out []string
+	for _, w := range []string{"FAIL", "WARN", "PASS", "NOT_RUN"} {
+		if strings.Contains(s, w) {
+			out = append(out, w)
+		}
+	}
+	return out
 }

@@ -17,7 +17,7 @@ import (
 
 // BenchmarkRead is the whole layer on a node with kubelet.sock, 8
 // answering plugin sockets, PodResources and a checkpoint: the goal is
-// 20 ms an op (issue 9). Each op dials every socket anew, as check does.
+// 20 ms an op. Each op dials every socket anew, as check does.
 //
 //	go test ./internal/kubelet -run '^$' -bench Read -benchtime 200x
 func BenchmarkRead(b *testing.B) {

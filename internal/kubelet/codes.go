@@ -2,7 +2,7 @@ package kubelet
 
 // ProposedCode is a finding code this package's facts support, for the
 // layer-6 catalog that internal/diagnose keeps. Status is the outcome the
-// code is meant for; the lead decides. Remediations name only commands
+// code is meant for; internal/diagnose decides. Remediations name only commands
 // that exist: kubectl, systemctl, journalctl, crictl, ls, rm, nvidia-smi.
 type ProposedCode struct {
 	Code        string

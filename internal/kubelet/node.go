@@ -96,7 +96,7 @@ type Node struct {
 
 	// Devices matches every device ID the checkpoint allocates against
 	// the host; Allocatable every device PodResources reports allocatable
-	// (the lead joins them by BDF with what layers 1-4 say of the
+	// (internal/diagnose joins them by BDF with what layers 1-4 say of the
 	// device).
 	Devices     []DeviceMatch `json:"devices,omitempty"`
 	Allocatable []DeviceMatch `json:"allocatable,omitempty"`

@@ -2,8 +2,8 @@ package probe
 
 // Code is a proposed catalog entry of the functional layer (layer 8): what
 // `accel-doctor explain CODE` would print. internal/diagnose owns the
-// catalog; these live here until the lead moves them there, and
-// internal/cli's probe command emits them.
+// catalog; these live here, and internal/cli's probe command emits
+// them.
 type Code struct {
 	Code        string
 	Title       string

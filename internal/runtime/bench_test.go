@@ -13,7 +13,7 @@ import (
 
 // BenchmarkContainers100 lists the containers of a host running 100 runc
 // containers (busybox sleep, runc's default root), the work of
-// `accel-doctor container --all`; issue 7 asks for at most 1 s. Also
+// `accel-doctor container --all`; the goal is at most 1 s. Also
 // lookups by an init PID, by a PID in no container (which reads every
 // container's cgroups) and by ID.
 //

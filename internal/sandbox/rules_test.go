@@ -84,7 +84,7 @@ func TestPolicy(t *testing.T) {
 		warn  []string // parts of the warnings, in order
 	}{
 		{name: "plain", def: DefaultDeny, rules: []string{"allow c 1:3 rw", "allow c 195:* rwm", "deny c 1:3 w"}},
-		// Issue 6: no per-bit reading any more, so nothing to warn about:
+		// No per-bit reading any more, so nothing to warn about:
 		// v1 and v2 both deny the O_RDWR open of 1:9.
 		{name: "one rule must cover the access", def: DefaultDeny, rules: []string{"allow c 1:* r", "allow c 1:9 w"}},
 		{name: "deny inside a wider allow", def: DefaultDeny, rules: []string{"allow c 1:* rw", "deny c 1:5 w"},

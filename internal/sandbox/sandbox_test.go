@@ -677,7 +677,7 @@ func TestSandboxSpecErrors(t *testing.T) {
 
 // BenchmarkSandboxNoCmd is the sandbox with no command, probing one node
 // for read inside and outside; compare with BenchmarkSandboxTrue, a plain
-// fork and exec of true. The goal is ≤ 20 ms more.
+// fork and exec of true. The goal is ≤ 20 ms more.
 func BenchmarkSandboxNoCmd(b *testing.B) {
 	for _, v := range []Version{V1, V2} {
 		b.Run(string(v), func(b *testing.B) {

@@ -43,7 +43,7 @@ var DeviceRuleAccesses = []string{"r", "w", "rw", "m"}
 // a reset in the middle, wildcards.
 var DeviceRuleCases = []DeviceRuleCase{
 	{
-		// Issue 6: the per-bit generator let the O_RDWR open of 1:9 through.
+		// Once, a per-bit generator let the O_RDWR open of 1:9 through.
 		Name: "one rule must cover the whole access", Default: "deny",
 		Rules: []string{"allow c 1:* r", "allow c 1:9 w"},
 		Want:  map[string]string{"1:3": "YNNN", "1:5": "YNNN", "1:7": "YNNN", "1:8": "YNNN", "1:9": "YYNN"},

@@ -44,7 +44,7 @@ func BenchmarkBuild(b *testing.B) {
 // 8-VectorEngine host (28 functions), the tree bench/main.go runs
 // `accel-doctor topo` and `lspci -tv` over as whole processes: the whole
 // inventory (check's scan), the fields topo shows (its scan), and topo's
-// work. Issue 8 wants topo's own work (this, plus rendering) <= 2 ms.
+// work. The goal for topo's own work (this, plus rendering) is <= 2 ms.
 func BenchmarkTopoVECapture(b *testing.B) {
 	dir := testutil.Unpack(b, filepath.Join(testutil.CorpusDir(b), "hwloc", "linux", "32intel64-2p8co2t+8ve.tar.bz2"))
 	root := hostfs.MustNew(dir)
