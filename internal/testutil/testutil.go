@@ -7,8 +7,11 @@ package testutil
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/bzip2"
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"io/fs"
@@ -20,6 +23,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/accel-doctor/accel-doctor/internal/testbin"
 )
 
 // ManifestRel is hostfs.ManifestPath relative to a tree's root. It is
@@ -70,16 +75,51 @@ func CorpusDir(t testing.TB) string {
 	return dir
 }
 
-// Unpack extracts a .tar.gz or .tar.bz2 into a temp dir, keeping
-// symlinks as they are (absolute or relative), and returns the directory
-// that holds sys/bus/pci.
+// Unpack extracts a .tar.gz or .tar.bz2 of the corpus, keeping symlinks
+// as they are (absolute or relative), and returns the directory that holds
+// sys/bus/pci ("" where there is none). The tree is unpacked once per
+// archive's content, into internal/testbin's cache directory, and shared
+// by every test, test binary and run that asks: creating the ten thousand
+// files and symlinks of a sysfs capture costs tens of seconds on this
+// project's ext4 disks, and every reader is read-only. A test must not
+// change the tree it gets (copy it first).
 func Unpack(t testing.TB, archive string) string {
 	t.Helper()
-	f, err := os.Open(archive)
+	b, err := os.ReadFile(archive)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	cache, err := testbin.CacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	dst := filepath.Join(cache, "corpus", hex.EncodeToString(sum[:8]))
+	if _, err := os.Stat(dst); err != nil {
+		// Unpacked beside and renamed into place: a reader never sees a
+		// half tree, and of two test binaries unpacking at once, the
+		// second's rename fails and its copy goes.
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		tmp, err := os.MkdirTemp(filepath.Dir(dst), ".unpack-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(tmp)
+		unpackInto(t, archive, b, tmp)
+		if err := os.Rename(tmp, dst); err != nil {
+			if _, serr := os.Stat(dst); serr != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return pciRoot(dst)
+}
+
+func unpackInto(t testing.TB, archive string, b []byte, dst string) {
+	t.Helper()
+	f := bytes.NewReader(b)
 	var r io.Reader
 	switch {
 	case strings.HasSuffix(archive, ".tar.gz"):
@@ -93,7 +133,6 @@ func Unpack(t testing.TB, archive string) string {
 	default:
 		t.Fatalf("unknown archive %s", archive)
 	}
-	dst := t.TempDir()
 	tr := tar.NewReader(r)
 	for {
 		h, err := tr.Next()
@@ -128,6 +167,11 @@ func Unpack(t testing.TB, archive string) string {
 			t.Fatal(err)
 		}
 	}
+}
+
+// pciRoot is the directory under dst that holds sys/bus/pci, "" where none
+// does.
+func pciRoot(dst string) string {
 	var root string
 	_ = filepath.WalkDir(dst, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || root != "" {
@@ -139,9 +183,6 @@ func Unpack(t testing.TB, archive string) string {
 		}
 		return nil
 	})
-	if root == "" {
-		return ""
-	}
 	return root
 }
 
