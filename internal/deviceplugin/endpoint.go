@@ -86,6 +86,10 @@ type endpoint struct {
 	list []*pluginapi.Device
 	gen  uint64
 	subs map[chan struct{}]struct{}
+	// listed is closed once a ListAndWatch stream has sent its first
+	// list (the mock's flapping starts from there).
+	listed     chan struct{}
+	listedOnce sync.Once
 
 	srvMu  sync.Mutex
 	server *grpc.Server
@@ -98,7 +102,7 @@ func newEndpoint(resource, kubeletDir, socket string, be backend, log *slog.Logg
 	}
 	return &endpoint{resource: resource, kubeletDir: kubeletDir, socket: socket, version: pluginapi.Version,
 		log: log.With("resource", resource), metrics: m, be: be, notify: notify,
-		ids: map[string]bool{}, subs: map[chan struct{}]struct{}{}}
+		ids: map[string]bool{}, subs: map[chan struct{}]struct{}{}, listed: make(chan struct{})}
 }
 
 func (e *endpoint) socketPath() string { return filepath.Join(e.kubeletDir, e.socket) }
@@ -162,6 +166,7 @@ func (e *endpoint) ListAndWatch(_ *pluginapi.Empty, s pluginapi.DevicePlugin_Lis
 			if err := s.Send(&pluginapi.ListAndWatchResponse{Devices: list}); err != nil {
 				return err
 			}
+			e.listedOnce.Do(func() { close(e.listed) })
 			sent = gen
 		}
 		select {

@@ -54,7 +54,7 @@ var ModeDocs = []ModeDoc{
 	{ModeUnhealthy, "lists N devices, every one Unhealthy.",
 		"the node shows capacity N and allocatable 0 (pkg/kubelet/cm/devicemanager/manager.go GetCapacity counts unhealthy devices in capacity only); pods stay Pending with \"0/1 nodes are available: 1 Insufficient RESOURCE\" (the scheduler's noderesources fit plugin, fit.go: \"Insufficient %v\").",
 		[]string{CodeNoHealthyDevices}},
-	{ModeFlapping, "lists N devices and turns every one Unhealthy and Healthy again every --interval (default 1s).",
+	{ModeFlapping, "lists N devices, Healthy, and from the first ListAndWatch on turns every one Unhealthy and Healthy again every --interval (default 1s).",
 		"allocatable swings between N and 0; a pod admitted while it was N and allocated while it is 0 fails with reason UnexpectedAdmissionError, \"Allocate failed due to no healthy devices present; cannot allocate unhealthy devices RESOURCE, which is unexpected\" (manager.go devicesToAllocate; pkg/kubelet/cm/admission/errors.go).",
 		[]string{CodeHealthFlapping}},
 	{ModeZeroDevices, "registers and lists no device at all.",
@@ -296,7 +296,17 @@ func (m *Mock) Run(ctx context.Context) error {
 	}
 	switch m.cfg.Mode {
 	case ModeFlapping:
-		wg.Go(func() { m.every(ctx, m.cfg.Interval, m.flap) })
+		// From the first list a kubelet reads on: the first list is
+		// every device Healthy whenever the kubelet (or the tester)
+		// starts, and the flapping it then sees is the mode's.
+		wg.Go(func() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-m.eps[0].listed:
+			}
+			m.every(ctx, m.cfg.Interval, m.flap)
+		})
 	case ModeDuplicate:
 		// The first instance's health loop resends its list.
 		wg.Go(func() { m.every(ctx, m.cfg.Interval, func() { m.publish(0) }) })
