@@ -177,6 +177,8 @@ func TestBuildStopsAtTheDeadline(t *testing.T) {
 // The key separates what makes two builds differ: the settings, the
 // packages, the version, the environment's CGO_ENABLED.
 func TestOptionsBuildApart(t *testing.T) {
+	// With cgo on, Static is a build of its own.
+	t.Setenv("CGO_ENABLED", "1")
 	log := fakeGo(t, 0)
 	cache := t.TempDir()
 	t.Setenv("XDG_CACHE_HOME", cache)
@@ -205,5 +207,29 @@ func TestOptionsBuildApart(t *testing.T) {
 	b, _ := os.ReadFile(log)
 	if n := strings.Count(string(b), "start"); n != 5 {
 		t.Errorf("go ran %d times for 5 builds asked twice each", n)
+	}
+}
+
+// Where the environment already says CGO_ENABLED=0 (as .ci/run does),
+// Static is go test's own build: one directory, one go run.
+func TestStaticIsDefaultWithoutCgo(t *testing.T) {
+	t.Setenv("CGO_ENABLED", "0")
+	log := fakeGo(t, 0)
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	repo := module(t, "one")
+	a, err := Build(context.Background(), repo, Options{Packages: []string{"./cmd/hello"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Build(context.Background(), repo, Options{Packages: []string{"./cmd/hello"}, Static: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b {
+		t.Errorf("CGO_ENABLED=0: default build in %s, Static in %s", a, b)
+	}
+	out, _ := os.ReadFile(log)
+	if n := strings.Count(string(out), "start"); n != 1 {
+		t.Errorf("go ran %d times for one build asked twice", n)
 	}
 }
