@@ -12,7 +12,7 @@ import (
 )
 
 // explain is the whole catalog in every binary: accel-doctor alone (no
-// other binary beside it or on PATH, so nothing is handed over),
+// other binary beside it, so nothing is handed over),
 // accel-doctor-kubelet and accel-doctor-kube list the same codes, and
 // accel-doctor answers for the codes of the commands it hands over.
 func TestExplainInEveryBinary(t *testing.T) {

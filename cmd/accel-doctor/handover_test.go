@@ -101,7 +101,7 @@ func TestKubeletCallsThroughTheHelper(t *testing.T) {
 		return report.Finding{}, 0
 	}
 
-	// Alone, no helper on PATH.
+	// Alone: no helper beside it (none is looked for on PATH).
 	bin := accelDoctor(t)
 	if f, code := plugin(t, bin); f.Status != report.NotRun || f.Code != "KUBELET_PLUGIN_NOT_ANSWERING" || !strings.Contains(f.Reason, "accel-doctor-kubelet") || code != 0 {
 		t.Errorf("without accel-doctor-kubelet: exit %d, %+v", code, f)

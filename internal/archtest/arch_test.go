@@ -21,13 +21,14 @@ var allowed = map[string][]string{
 	"report":  {},
 	"lazyre":  {}, // regexps compiled on first use, for the readers
 	"trim":    {}, // madvise of the process's own image; cli's long-running commands call it
+	"helper":  {}, // finds the companion binaries, and refuses one another user could change
 	"pci":     {"hostfs"},
 	"driver":  {"hostfs", "pci"},
 	"devnode": {"hostfs", "pci", "driver"},
 	"cgroup":  {"hostfs", "probe"},
 	"sandbox": {"hostfs", "cgroup", "probe"}, // the one writer; only cli (and cmd) import it
-	"enter":   {"probe"},                     // the second writer (container --probe); only cli (and cmd) import it
-	"probe":   {"hostfs"},
+	"enter":   {"probe", "helper"},           // the second writer (container --probe); only cli (and cmd) import it
+	"probe":   {"hostfs", "helper"},
 	"runtime": {"hostfs"},
 	"cdi":     {"hostfs", "runtime", "lazyre"},
 	"iommu":   {"hostfs", "pci", "runtime"},
@@ -35,7 +36,7 @@ var allowed = map[string][]string{
 	"dra":     {"hostfs", "kubelet", "cdi", "driver", "lazyre", "kubeletrpc"}, // the node's DRA state, read-only
 	// kubeletrpc: layer 6's calls on the kubelet's sockets (types, and the
 	// exec of accel-doctor-kubelet); its grpccall makes them with gRPC.
-	"kubeletrpc": {"hostfs"},
+	"kubeletrpc": {"hostfs", "helper"},
 	"catalog":    {}, // the codes of plugin test, lint, cluster, claim and dra: every binary's explain, without their gRPC or client-go
 	"resname":    {}, // the extended-resource name rule: deviceplugin, lint and cluster share it
 	"topo":       {"hostfs", "pci"},

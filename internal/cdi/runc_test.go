@@ -105,8 +105,14 @@ func TestRuncConfirmsTheFacts(t *testing.T) {
 	os.WriteFile(noexec, []byte("#!/bin/sh\nexit 0\n"), 0o644)
 	okHook := filepath.Join(t.TempDir(), "nvidia-cdi-hook")
 	os.WriteFile(okHook, []byte("#!/bin/sh\nexit 0\n"), 0o755)
+	// The healthy device's mount is a file every machine has (this test
+	// binary), whatever is installed.
+	lib, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
 	devices := map[string]string{
-		"healthy":     fmt.Sprintf("deviceNodes: [{path: /dev/accel0, hostPath: /dev/null}]\n    mounts: [{hostPath: /bin/busybox, containerPath: /lib/libaccel.so, options: [ro, nosuid, nodev, bind]}]\n    hooks: [{hookName: createContainer, path: %s}]", okHook),
+		"healthy":     fmt.Sprintf("deviceNodes: [{path: /dev/accel0, hostPath: /dev/null}]\n    mounts: [{hostPath: %s, containerPath: /lib/libaccel.so, options: [ro, nosuid, nodev, bind]}]\n    hooks: [{hookName: createContainer, path: %s}]", lib, okHook),
 		"no-hook":     "deviceNodes: [{path: /dev/accel0, hostPath: /dev/null}]\n    hooks: [{hookName: createContainer, path: /nonexistent/nvidia-cdi-hook}]",
 		"noexec-hook": fmt.Sprintf("deviceNodes: [{path: /dev/accel0, hostPath: /dev/null}]\n    hooks: [{hookName: createContainer, path: %s}]", noexec),
 		"no-mount":    "mounts: [{hostPath: /nonexistent/libcuda.so.1, containerPath: /lib/libcuda.so.1, options: [ro, bind]}]",

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/accel-doctor/accel-doctor/internal/helper"
 	"github.com/accel-doctor/accel-doctor/internal/kubeletrpc"
 	"github.com/accel-doctor/accel-doctor/internal/report"
 	"github.com/accel-doctor/accel-doctor/internal/trim"
@@ -31,7 +32,8 @@ import (
 // live in a third, accel-doctor-kubelet (internal/kubeletcli's Extension),
 // which accel-doctor-kube includes. So accel-doctor, the node diagnosis,
 // starts in a few milliseconds. accel-doctor runs the other two for their
-// commands, found beside its own executable or on PATH: the user types
+// commands, found beside its own executable (never on PATH: a root tool
+// runs only what root could have put there, internal/helper): the user types
 // `accel-doctor cluster` or `accel-doctor plugin serve` either way.
 const (
 	KubeBinary    = "accel-doctor-kube"
@@ -183,22 +185,23 @@ func handOver(g *globals, have map[string]bool) []*cobra.Command {
 }
 
 // findBinary finds another of accel-doctor's binaries: beside this
-// executable, then on PATH.
+// executable (or in $ACCEL_DOCTOR_HELPER_DIR), never on PATH, and only
+// one that nobody but root or this user could have changed
+// (internal/helper).
 func findBinary(name string) (string, error) {
-	if self, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(self), name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	if p, err := exec.LookPath(name); err == nil {
+	p, err := helper.Find(name)
+	if err == nil {
 		return p, nil
+	}
+	if errors.Is(err, helper.ErrUntrusted) {
+		return "", usageErr("this command is in %s: %v", name, err)
 	}
 	why := "it links the Kubernetes client"
 	if name == KubeletBinary {
 		why = "it links gRPC and the kubelet's APIs"
 	}
-	return "", usageErr("this command is in %s (%s), which is neither beside this binary nor on PATH: build it with `CGO_ENABLED=0 go build -tags=grpcnotrace -o %s ./cmd/%s`", name, why, name, name)
+	dir, _ := helper.Dir()
+	return "", usageErr("this command is in %s (%s), which is not beside this binary (in %s; accel-doctor does not look on PATH): build it with `CGO_ENABLED=0 go build -tags=grpcnotrace -o %s ./cmd/%s`", name, why, dir, filepath.Join(dir, name), name)
 }
 
 // runKube runs accel-doctor-kube with args.
@@ -252,12 +255,12 @@ func (g *globals) kubeletRPC() kubeletrpc.Caller {
 		return g.ext.KubeletRPC
 	}
 	return kubeletrpc.Exec{Find: func() (string, error) {
-		p, err := findBinary(KubeletBinary)
+		p, err := helper.Find(KubeletBinary)
 		if err != nil {
-			dir := ""
-			if self, err := os.Executable(); err == nil {
-				dir = filepath.Dir(self)
+			if errors.Is(err, helper.ErrUntrusted) {
+				return "", err
 			}
+			dir, _ := helper.Dir()
 			return "", &kubeletrpc.HelperMissingError{Name: KubeletBinary, Dir: dir, Purpose: "makes the calls on the kubelet's sockets"}
 		}
 		return p, nil

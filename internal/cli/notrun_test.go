@@ -20,6 +20,7 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/accel-doctor/accel-doctor/internal/diagnose"
+	"github.com/accel-doctor/accel-doctor/internal/helper"
 	"github.com/accel-doctor/accel-doctor/internal/probe"
 	"github.com/accel-doctor/accel-doctor/internal/report"
 	"github.com/accel-doctor/accel-doctor/internal/testutil"
@@ -93,7 +94,6 @@ func TestNotRunFixesFollowTheirReasons(t *testing.T) {
 	w := &notRunWalk{t: t, seen: map[string]report.Finding{}, where: map[string]string{}, fixes: map[string]bool{}}
 	empty := t.TempDir()
 	bin := testutil.Binaries(t, "../..") // accel-doctor and its helpers, side by side
-	path := os.Getenv("PATH")
 
 	// Every fixture host, whole and as the iommu command judges it.
 	ents, err := os.ReadDir(hosts)
@@ -161,13 +161,13 @@ func TestNotRunFixesFollowTheirReasons(t *testing.T) {
 	w.cmd("check", "--snapshot", "demo")
 
 	// The kubelet's sockets, without the helper that calls them (not
-	// beside this test binary, and PATH has none) and with it.
+	// beside this test binary) and with it (in $ACCEL_DOCTOR_HELPER_DIR).
 	kube := kubeletTree(t)
-	t.Setenv("PATH", empty)
+	t.Setenv(helper.EnvDir, "")
 	w.cmd("check", "--root", kube)
-	t.Setenv("PATH", filepath.Dir(bin))
+	t.Setenv(helper.EnvDir, filepath.Dir(bin))
 	w.cmd("check", "--root", kube)
-	t.Setenv("PATH", path)
+	t.Setenv(helper.EnvDir, "")
 
 	// The functional probe: no node, a node whose open fails, the
 	// libraries not asked, a library without its helper, a helper that
@@ -190,6 +190,15 @@ func TestNotRunFixesFollowTheirReasons(t *testing.T) {
 		w.cmd("probe", "--dev", dev, "--termination-log", "")
 		w.cmd("probe", "--dev", dev, "--termination-log", "", "--cuda-helper", garbled)
 		w.cmd("probe", "--dev", dev, "--termination-log", "", "--cuda-helper", filepath.Join(empty, "none"))
+		// A helper another user could change is not run.
+		theirs := filepath.Join(t.TempDir(), probe.HelperName)
+		if err := os.WriteFile(theirs, []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(theirs, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		w.cmd("probe", "--dev", dev, "--termination-log", "", "--cuda-helper", theirs)
 		t.Setenv("LD_LIBRARY_PATH", "")
 	}
 
@@ -265,7 +274,7 @@ func TestNotRunFixesFollowTheirReasons(t *testing.T) {
 
 // TestHelperMissingFixNamesTheHelper: kubelet.sock is there and served,
 // but accel-doctor-kubelet, which makes the socket calls for accel-doctor,
-// is neither beside the binary nor on PATH. The sockets' NOT_RUN says to
+// is not beside the binary (never looked for on PATH). The sockets' NOT_RUN says to
 // install it there, naming the directory, and never to restart the
 // kubelet (the catalog's fix for a kubelet.sock that does not answer);
 // a helper that is there and fails is told apart.
@@ -275,8 +284,22 @@ func TestHelperMissingFixNamesTheHelper(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nsPath := t.TempDir()
-	t.Setenv("PATH", nsPath)
+	// One on PATH that would leave a mark is never run (as root: a
+	// PATH directory of another user's, the helper theirs).
+	onPath := t.TempDir()
+	mark := filepath.Join(t.TempDir(), "ran")
+	if err := os.WriteFile(filepath.Join(onPath, KubeletBinary), []byte("#!/bin/sh\ntouch "+mark+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if os.Getuid() == 0 {
+		for _, p := range []string{onPath, filepath.Join(onPath, KubeletBinary)} {
+			if err := os.Chown(p, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Setenv("PATH", onPath+":"+os.Getenv("PATH"))
+	t.Setenv(helper.EnvDir, "")
 	find := func(out string) report.Finding {
 		t.Helper()
 		var rep report.Report
@@ -296,7 +319,7 @@ func TestHelperMissingFixNamesTheHelper(t *testing.T) {
 	if f.Status != report.NotRun || !strings.Contains(f.Reason, KubeletBinary) {
 		t.Fatalf("%s %s, reason %q (%s)", f.Code, f.Status, f.Reason, stderr)
 	}
-	for _, want := range []string{"Install " + KubeletBinary, "beside the accel-doctor binary", filepath.Dir(exe), "on PATH"} {
+	for _, want := range []string{"Install " + KubeletBinary, "beside the accel-doctor binary", filepath.Dir(exe), "does not look for it on PATH"} {
 		if !strings.Contains(f.Remediation, want) {
 			t.Errorf("fix %q does not say %q", f.Remediation, want)
 		}
@@ -304,8 +327,14 @@ func TestHelperMissingFixNamesTheHelper(t *testing.T) {
 	if strings.Contains(f.Remediation, "Restart the kubelet") || strings.Contains(f.Remediation, "systemctl restart kubelet") {
 		t.Errorf("the helper missing is answered with the kubelet's fix: %q", f.Remediation)
 	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Errorf("the %s on PATH was run", KubeletBinary)
+	}
 
-	// A helper that runs and fails: the fix is about that one.
+	// A helper that runs and fails (in the directory named by
+	// $ACCEL_DOCTOR_HELPER_DIR): the fix is about that one.
+	nsPath := t.TempDir()
+	t.Setenv(helper.EnvDir, nsPath)
 	if err := os.WriteFile(filepath.Join(nsPath, KubeletBinary), []byte("#!/bin/sh\necho broken >&2\nexit 3\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -314,6 +343,27 @@ func TestHelperMissingFixNamesTheHelper(t *testing.T) {
 	if f.Status != report.NotRun || !strings.Contains(f.Reason, "exit status 3") ||
 		!strings.Contains(f.Remediation, "the one found gave no answer") || !strings.Contains(f.Remediation, nsPath) {
 		t.Errorf("a failing helper: %s, reason %q, fix %q", f.Status, f.Reason, f.Remediation)
+	}
+
+	// The same helper owned by another user is not run: NOT_RUN, and the
+	// fix is who may change it.
+	if os.Getuid() != 0 {
+		return
+	}
+	if err := os.WriteFile(filepath.Join(nsPath, KubeletBinary), []byte("#!/bin/sh\ntouch "+mark+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(filepath.Join(nsPath, KubeletBinary), 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	out, _, _ = run(t, "check", "--root", kube, "--layer", "kube", "-o", "json")
+	f = find(out)
+	if f.Status != report.NotRun || !strings.Contains(f.Reason, "is owned by uid 65534") ||
+		!strings.Contains(f.Remediation, "chown root:root "+filepath.Join(nsPath, KubeletBinary)) {
+		t.Errorf("a helper owned by nobody: %s, reason %q, fix %q", f.Status, f.Reason, f.Remediation)
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Errorf("the %s owned by nobody was run", KubeletBinary)
 	}
 }
 

@@ -263,6 +263,8 @@ func libWhy(l *probe.LibProbe) report.Why {
 		return report.Explain(l.NotRun, "Nothing to do where the workload uses no "+l.Library+". Otherwise give the container the driver's user-space libraries: the NVIDIA container toolkit or a CDI spec mounts them (`nvidia-ctk cdi generate`); LD_LIBRARY_PATH must name where they are.")
 	case probe.SkipNoHelper:
 		return report.Helper(l.NotRun, probe.HelperName, dir).With("Or give its path with --cuda-helper.")
+	case probe.SkipHelperUntrusted:
+		return report.Untrusted(l.NotRun, l.Helper)
 	case probe.SkipHelperUnusable:
 		return report.HelperBroken(l.NotRun, probe.HelperName, dir)
 	case probe.SkipNoLoader:

@@ -19,7 +19,7 @@ type Code struct {
 }
 
 // CodeCheckCrashed is emitted by Run itself when a check panics.
-const CodeCheckCrashed = "CHECK_CRASHED"
+const CodeCheckCrashed = report.CodeCrashed
 
 var coreCodes = []Code{{
 	Code:  CodeCheckCrashed,

@@ -258,7 +258,18 @@ func checkIOMMUGroups(e *Env, out *Out) {
 	if s.On != iommu.Yes {
 		return // the state's finding says why there are no groups to judge
 	}
-	inv, _ := e.PCI()
+	inv, err := e.PCI()
+	if err != nil || inv == nil {
+		// Which accelerator is in which group, and what its members are
+		// bound to, is read from the PCI functions.
+		reason := "the PCI functions could not be read"
+		if err != nil {
+			reason += ": " + err.Error()
+		}
+		out.NotRun(codeGroupNotViable, "iommu groups", "the groups' viability cannot be judged without the PCI functions",
+			report.Unusable(reason, pci.DevicesDir).FromCapture(e.snapshot()), Ev(pci.DevicesDir, reason))
+		return
+	}
 	for _, gv := range iommu.Viabilities(e.Root, s, inv, iommu.NewConfigReader(e.Root)) {
 		if !e.wantGroup(gv) {
 			continue

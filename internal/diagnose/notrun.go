@@ -129,6 +129,8 @@ func dialWhy(d kubelet.Dial, replayed bool) report.Why {
 		switch d.Cause {
 		case kubeletrpc.CauseHelperFailed:
 			return report.HelperBroken(reason, name, dir).FromCapture(replayed)
+		case kubeletrpc.CauseHelperUntrusted:
+			return report.Untrusted(reason, path.Join(dir, name)).FromCapture(replayed)
 		case kubeletrpc.CauseNoCaller, kubeletrpc.CauseInternal:
 			return report.Bug(reason)
 		}

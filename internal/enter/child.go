@@ -45,8 +45,11 @@ type request struct {
 	// it, and enters the container's root by chroot alone).
 	MountFD int `json:"mount_fd"`
 	// HelperFD is the CUDA helper opened on the host (-1: none).
-	HelperFD      int           `json:"helper_fd"`
-	HelperPath    string        `json:"helper_path"`
+	HelperFD   int    `json:"helper_fd"`
+	HelperPath string `json:"helper_path"`
+	// HelperRefused is why the host's helper was not opened: it may be
+	// changed by someone other than root (internal/helper).
+	HelperRefused string        `json:"helper_refused,omitempty"`
 	HelperTimeout time.Duration `json:"helper_timeout"`
 	NoLibraries   bool          `json:"no_libraries"`
 	Creds         Credentials   `json:"creds"`
@@ -111,6 +114,7 @@ func childMain() int {
 		return report()
 	}
 	opt := probe.Options{Dev: "/dev", NoLibraries: req.NoLibraries, HelperTimeout: req.HelperTimeout, Env: cleanEnv(os.Environ()), Nodes: req.Nodes}
+	opt.HelperRefused = req.HelperRefused
 	if req.HelperFD >= 0 {
 		opt.HelperFile = os.NewFile(uintptr(req.HelperFD), req.HelperPath)
 		opt.HelperPath = req.HelperPath

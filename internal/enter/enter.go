@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/accel-doctor/accel-doctor/internal/helper"
 	"github.com/accel-doctor/accel-doctor/internal/probe"
 )
 
@@ -148,8 +149,11 @@ type target struct {
 	mnt     *os.File
 	pidns   *os.File
 	helper  *os.File
-	cgfd    *os.File // the cgroup2 directory, for CLONE_INTO_CGROUP
-	aspects []Aspect
+	// helperPath and helperRefused: the host's helper that was not
+	// opened, and why.
+	helperPath, helperRefused string
+	cgfd                      *os.File // the cgroup2 directory, for CLONE_INTO_CGROUP
+	aspects                   []Aspect
 }
 
 func (t *target) close() {
@@ -267,12 +271,14 @@ func openTarget(pid int, opt Options) (*target, error) {
 	if !opt.NoLibraries {
 		hp := opt.HelperPath
 		if hp == "" {
-			if exe, err := os.Executable(); err == nil {
-				hp = filepath.Join(filepath.Dir(exe), probe.HelperName)
+			if dir, err := helper.Dir(); err == nil {
+				hp = filepath.Join(dir, probe.HelperName)
 			}
 		}
 		if hp != "" {
-			if h, err := t.open(hp, unix.O_RDONLY); err == nil {
+			if err := helper.Check(hp); errors.Is(err, helper.ErrUntrusted) {
+				t.helperPath, t.helperRefused = hp, err.Error()
+			} else if h, err := t.open(hp, unix.O_RDONLY); err == nil {
 				t.helper = h
 			}
 		}
@@ -365,6 +371,9 @@ func (t *target) run(ctx context.Context, opt Options) (*Result, error) {
 	if !t.ownUser {
 		req.MountFD = 3 + len(extra)
 		extra = append(extra, t.mnt)
+	}
+	if t.helperRefused != "" {
+		req.HelperPath, req.HelperRefused = t.helperPath, t.helperRefused
 	}
 	if t.helper != nil {
 		req.HelperFD = 3 + len(extra)

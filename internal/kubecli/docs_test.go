@@ -191,7 +191,7 @@ func TestMatchSample(t *testing.T) {
 		{[]string{"...", "c"}, true},
 		{[]string{"Verdict: FAIL: first broken layer is 3", "..."}, false},
 		{[]string{"Verdict: FAIL: first broken layer is 2", "b", "c"}, false}, // a line left out without "..."
-		{[]string{"...", "b"}, false},                                       // c is not in the sample
+		{[]string{"...", "b"}, false},                                         // c is not in the sample
 		{[]string{"...", "d"}, false},
 	} {
 		if _, ok := matchSample(c.sample, out); ok != c.ok {

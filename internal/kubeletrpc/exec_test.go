@@ -35,7 +35,7 @@ func TestExecNotDialed(t *testing.T) {
 	}{
 		{"not found", func() (string, error) {
 			return "", &HelperMissingError{Name: "accel-doctor-kubelet", Dir: "/opt/ad"}
-		}, "accel-doctor-kubelet is neither in /opt/ad (beside this binary) nor on PATH", CauseNoHelper},
+		}, "accel-doctor-kubelet is not in /opt/ad (beside this binary)", CauseNoHelper},
 		{"fails", script(`head -c 100000 /dev/zero | tr '\0' x >&2; echo; echo last >&2; exit 3`), "exit status 3", CauseHelperFailed},
 		{"answers fewer", script(`cat >/dev/null; echo '{"format":1,"replies":[]}'`), "answered 0 of 2 calls", CauseHelperFailed},
 		{"another format", script(`cat >/dev/null; echo '{"format":9,"replies":[]}'`), "different releases", CauseHelperFailed},

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/accel-doctor/accel-doctor/internal/helper"
 	"io/fs"
 	"path"
 	"slices"
@@ -92,6 +93,9 @@ const (
 	// CauseHelperFailed: the helper ran and gave no answer that can be
 	// read (a HelperError).
 	CauseHelperFailed Cause = "helper-failed"
+	// CauseHelperUntrusted: the helper is there but is not run (who may
+	// change it: internal/helper).
+	CauseHelperUntrusted Cause = "helper-untrusted"
 	// CauseInternal: a bug: the caller gave no reply for a call.
 	CauseInternal Cause = "internal"
 )
@@ -108,8 +112,8 @@ var ErrNoCaller = errors.New("this process makes no gRPC calls (no kubelet-rpc c
 // ErrInternal marks a caller's bug (a reply per call was not given).
 var ErrInternal = errors.New("internal error")
 
-// HelperMissingError: the helper binary Name that makes the calls is
-// neither in Dir (beside the binary that needs it) nor on PATH.
+// HelperMissingError: the helper binary Name that makes the calls is not
+// in Dir (beside the binary that needs it, or $ACCEL_DOCTOR_HELPER_DIR).
 type HelperMissingError struct {
 	Name    string
 	Dir     string
@@ -125,7 +129,7 @@ func (e *HelperMissingError) Error() string {
 	if e.Dir != "" {
 		where = "in " + e.Dir + " (beside this binary)"
 	}
-	return fmt.Sprintf("%s%s is neither %s nor on PATH", e.Name, what, where)
+	return fmt.Sprintf("%s%s is not %s", e.Name, what, where)
 }
 
 // HelperError: the helper at Path ran and its answer could not be used.
@@ -142,9 +146,12 @@ func (e *HelperError) Unwrap() error { return e.Err }
 func CauseOf(err error) (Cause, *Helper) {
 	var missing *HelperMissingError
 	var failed *HelperError
+	var untrusted *helper.UntrustedError
 	switch {
 	case errors.As(err, &missing):
 		return CauseNoHelper, &Helper{Name: missing.Name, Dir: missing.Dir}
+	case errors.As(err, &untrusted):
+		return CauseHelperUntrusted, &Helper{Name: path.Base(untrusted.Path), Dir: path.Dir(untrusted.Path)}
 	case errors.As(err, &failed):
 		return CauseHelperFailed, &Helper{Name: path.Base(failed.Path), Dir: path.Dir(failed.Path)}
 	case errors.Is(err, ErrNoCaller):

@@ -72,6 +72,9 @@ const (
 	SkipNoHelper Skip = "no-helper"
 	// SkipHelperUnusable: the helper is there and could not be run.
 	SkipHelperUnusable Skip = "helper-unusable"
+	// SkipHelperUntrusted: the helper is there and is not run: someone
+	// other than root or this user could change it (internal/helper).
+	SkipHelperUntrusted Skip = "helper-untrusted"
 	// SkipNoLoader: this file system has no glibc dynamic loader, so no
 	// glibc program runs here.
 	SkipNoLoader Skip = "no-loader"
@@ -104,7 +107,7 @@ type LibProbe struct {
 	// Skip is the same, typed: what the fix follows from.
 	NotRun string `json:"not_run,omitempty"`
 	Skip   Skip   `json:"skip,omitempty"`
-	Helper string `json:"helper,omitempty"` // the helper executed
+	Helper string `json:"helper,omitempty"` // the helper executed (or refused: SkipHelperUntrusted)
 	Loaded string `json:"loaded,omitempty"`
 	Steps  []Step `json:"steps,omitempty"`
 	// Done: the helper finished this library's steps (whatever they gave).

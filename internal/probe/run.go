@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/accel-doctor/accel-doctor/internal/helper"
 )
 
 // Options configure Run.
@@ -23,6 +25,10 @@ type Options struct {
 	// run from its fd; HelperPath is then only its name in the report.
 	HelperPath string
 	HelperFile *os.File
+	// HelperRefused, when set, is why the helper at HelperPath is not run
+	// (internal/helper: the host-side probe checked it before it entered
+	// a container).
+	HelperRefused string
 	// HelperTimeout bounds the helper (DefaultHelperTimeout when 0).
 	HelperTimeout time.Duration
 	// Env is the environment the libraries are searched and loaded
@@ -145,10 +151,17 @@ func runLibraries(ctx context.Context, opt Options, r *Report) {
 	if len(found) == 0 {
 		return
 	}
+	if opt.HelperRefused != "" {
+		for _, l := range found {
+			l.NotRun = fmt.Sprintf("%s is at %s, but the helper that loads it is not run: %s", l.Library, l.Search.Found, opt.HelperRefused)
+			l.Skip, l.Helper = SkipHelperUntrusted, opt.HelperPath
+		}
+		return
+	}
 	h := Helper{File: opt.HelperFile, Path: opt.HelperPath, PassFD: opt.HelperFile != nil, Timeout: opt.HelperTimeout, Env: env}
 	if h.File == nil {
 		if h.Path == "" {
-			exe, err := os.Executable()
+			dir, err := helper.Dir()
 			if err != nil {
 				for _, l := range found {
 					l.NotRun = fmt.Sprintf("%s is at %s, but the helper cannot be looked for beside this executable: %v", l.Library, l.Search.Found, err)
@@ -156,7 +169,7 @@ func runLibraries(ctx context.Context, opt Options, r *Report) {
 				}
 				return
 			}
-			h.Path = filepath.Join(filepath.Dir(exe), HelperName)
+			h.Path = filepath.Join(dir, HelperName)
 		}
 		f, err := os.Open(h.Path)
 		if err != nil {
@@ -175,6 +188,14 @@ func runLibraries(ctx context.Context, opt Options, r *Report) {
 			return
 		}
 		defer f.Close()
+		// A root probe runs only a helper nobody else could have changed.
+		if err := helper.Check(h.Path); err != nil {
+			for _, l := range found {
+				l.NotRun = fmt.Sprintf("%s is at %s, but the helper that loads it is not run: %v", l.Library, l.Search.Found, err)
+				l.Skip, l.Helper = SkipHelperUntrusted, h.Path
+			}
+			return
+		}
 		h.File = f
 	}
 	RunHelper(ctx, h, found)

@@ -28,6 +28,11 @@ const (
 	// HelperFailed: the companion binary ran and gave no usable answer
 	// (another release, killed, crashed). Need and Where as NeedsHelper.
 	HelperFailed
+	// HelperUntrusted: the companion binary is there but is not run:
+	// someone other than root (or the user running accel-doctor) owns it
+	// or one of its directories, or may write to it (internal/helper).
+	// Need is its path.
+	HelperUntrusted
 	// NeedsHostPath: the root is a pod's view of the host assembled from
 	// mounts (--root /host) and no mount gives the host path Need.
 	NeedsHostPath
@@ -95,6 +100,8 @@ func (b Blocker) String() string {
 		return "needs-helper"
 	case HelperFailed:
 		return "helper-failed"
+	case HelperUntrusted:
+		return "helper-untrusted"
 	case NeedsHostPath:
 		return "needs-host-path"
 	case NeedsCapture:
@@ -167,6 +174,11 @@ func Helper(reason, name, dir string) Why {
 // HelperBroken: the companion binary name ran and gave no usable answer.
 func HelperBroken(reason, name, dir string) Why {
 	return Why{Blocker: HelperFailed, Reason: reason, Need: name, Where: dir}
+}
+
+// Untrusted: the companion binary at path is not run (who may change it).
+func Untrusted(reason, path string) Why {
+	return Why{Blocker: HelperUntrusted, Reason: reason, Need: path}
 }
 
 // HostPath: the pod's --root gives no mount of the host path p.
@@ -251,10 +263,12 @@ func (w Why) Fix() string {
 			s = "The capture was taken without the privilege to read it: " + snapshotAgain + "."
 		}
 	case NeedsHelper:
-		s = fmt.Sprintf("Install %s %s, or on PATH: it ships with accel-doctor, of the same release.", orDefault(w.Need, "the helper"), beside(w.Where))
+		s = fmt.Sprintf("Install %s %s (or in the directory $ACCEL_DOCTOR_HELPER_DIR names): it ships with accel-doctor, of the same release; accel-doctor does not look for it on PATH.", orDefault(w.Need, "the helper"), beside(w.Where))
 		if w.Replayed {
 			s += " Then " + snapshotAgain + "."
 		}
+	case HelperUntrusted:
+		s = fmt.Sprintf("Install the helper of this accel-doctor's release so that only root (or the user running accel-doctor) can change it: `chown root:root %[1]s && chmod 0755 %[1]s`, in directories owned likewise and writable by nobody else; accel-doctor runs no other.", orDefault(w.Need, "the helper the reason names"))
 	case HelperFailed:
 		s = fmt.Sprintf("Install the %s of this accel-doctor's release %s (the one found gave no answer it can read: the reason has its error), or run it by hand to see why it fails.", orDefault(w.Need, "helper"), beside(w.Where))
 		if w.Replayed {

@@ -176,7 +176,8 @@ type Verdict struct {
 type LayerOutcome struct {
 	Layer Layer `json:"layer"`
 	// Status is the worst status among the layer's judged findings (PASS,
-	// WARN, FAIL); NOT_RUN when every finding of the layer is NOT_RUN; ""
+	// WARN, FAIL); NOT_RUN when every finding of the layer is NOT_RUN, or
+	// when one of its checks crashed (CodeCrashed) and none FAILed; ""
 	// when the layer had nothing to judge (no accelerator for layers 2-3).
 	Status Status `json:"status,omitempty"`
 	Judged int    `json:"judged"`  // findings that are PASS, WARN or FAIL
@@ -214,6 +215,7 @@ func (r *Report) Decide() {
 	}
 	v.Outcomes = r.outcomes()
 	judged, notRun, partial, empty := groupOutcomes(v.Outcomes)
+	crashed := r.crashed()
 	var tail []string
 	for _, o := range notRun {
 		tail = append(tail, fmt.Sprintf("layer %d NOT_RUN: %s", int(o.Layer), o.Reason))
@@ -223,6 +225,9 @@ func (r *Report) Decide() {
 	}
 	if len(empty) > 0 && len(judged) > 0 {
 		tail = append(tail, fmt.Sprintf("nothing to judge in %s", layerList(empty)))
+	}
+	if len(crashed) > 0 && v.Counts[Fail] > 0 {
+		tail = append(tail, strings.Join(crashed, ", ")+" stopped with an internal error")
 	}
 	switch {
 	case v.Counts[Fail] > 0:
@@ -240,6 +245,14 @@ func (r *Report) Decide() {
 			v.Summary = fmt.Sprintf("first broken checkpoint is %d (%s), layer %d (%s): %s; %d failure(s) in all",
 				int(f.Checkpoint), f.Checkpoint.Name(), int(f.Layer), f.Layer.Name(), f.Summary, v.Counts[Fail])
 		}
+	case len(crashed) > 0:
+		// What a crashed check would have judged is not known: the run
+		// is not PASS (nor WARN), whatever the other checks found.
+		v.Status = NotRun
+		v.Summary = fmt.Sprintf("%s stopped with an internal error: %s not known", strings.Join(crashed, ", "), plural(len(crashed), "what it would have judged is", "what they would have judged is"))
+		if len(judged) > 0 {
+			v.Summary += fmt.Sprintf(" (the other checks of %s judged)", layerList(judged))
+		}
 	case len(judged) == 0:
 		v.Status = NotRun
 		v.Summary = "nothing could be judged"
@@ -256,6 +269,29 @@ func (r *Report) Decide() {
 		v.Summary += "; " + strings.Join(tail, "; ")
 	}
 	r.Verdict = v
+}
+
+// CodeCrashed is the code of the finding a check that panicked leaves
+// (internal/diagnose turns the panic into it): its layer is NOT_RUN at
+// best and the run never PASS.
+const CodeCrashed = "CHECK_CRASHED"
+
+// crashed lists the checks that crashed, each once, in order.
+func (r *Report) crashed() []string {
+	var out []string
+	for _, f := range r.Findings {
+		if f.Code == CodeCrashed && !slices.Contains(out, "check "+f.Check) {
+			out = append(out, "check "+f.Check)
+		}
+	}
+	return out
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // firstCheckpointFail is the FAIL of the lowest checkpoint (then the
@@ -292,8 +328,12 @@ func (r *Report) outcomes() []LayerOutcome {
 	}
 	reasons := map[Layer][]string{} // in order of first appearance
 	seen := map[Layer]map[string]int{}
+	crash := map[Layer]string{}
 	for _, f := range r.Findings {
 		o := get(f.Layer)
+		if f.Code == CodeCrashed && crash[f.Layer] == "" {
+			crash[f.Layer] = fmt.Sprintf("check %s stopped with an internal error (%s)", f.Check, f.Reason)
+		}
 		if f.Status == NotRun {
 			o.NotRun++
 			if f.Reason != "" {
@@ -316,7 +356,12 @@ func (r *Report) outcomes() []LayerOutcome {
 	out := make([]LayerOutcome, 0, len(order))
 	for _, l := range order {
 		o := *by[l]
-		if o.Judged == 0 && o.NotRun > 0 {
+		switch {
+		case crash[l] != "" && o.Status != Fail:
+			// Whatever its other checks judged, not all that it would
+			// have: the crash is the reason first.
+			o.Status, o.Reason = NotRun, crash[l]
+		case o.Judged == 0 && o.NotRun > 0:
 			o.Status = NotRun
 			o.Reason = mainReason(reasons[l], seen[l])
 		}
