@@ -149,3 +149,85 @@ func copyExe(t *testing.T, src, dst string) {
 		t.Fatal(err)
 	}
 }
+
+// A root run executes only its own helpers: one first on PATH, in a
+// directory of another user's, is never run; one beside the binary that
+// another user owns, or that every user may write, is refused with the
+// reason; the release's own, beside it, runs.
+func TestHelpersOnlyFromBesideAndTrusted(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("planting files owned by another user needs root")
+	}
+	const nobody = 65534
+	mark := filepath.Join(t.TempDir(), "ran")
+	script := []byte("#!/bin/sh\ntouch " + mark + "\n")
+	plant := func(dir, owner string, uid int, mode os.FileMode) {
+		t.Helper()
+		p := filepath.Join(dir, owner)
+		if err := os.WriteFile(p, script, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, uid, uid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bin := accelDoctor(t)
+	run := func(exe string, env ...string) result {
+		t.Helper()
+		cmd := exec.Command(exe, "plugin", "test", "--help")
+		cmd.Env = append(os.Environ(), env...)
+		var o, e bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &o, &e
+		err := cmd.Run()
+		var ee *exec.ExitError
+		code := 0
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return result{o.String(), e.String(), code}
+	}
+
+	// First on PATH, in a directory nobody owns.
+	onPath := t.TempDir()
+	if err := os.Chown(onPath, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	plant(onPath, "accel-doctor-kubelet", nobody, 0o755)
+	r := run(bin, "PATH="+onPath+":/usr/bin:/bin", "ACCEL_DOCTOR_HELPER_DIR=")
+	if r.code != 2 || !strings.Contains(r.stderr, "does not look on PATH") {
+		t.Errorf("a helper only on PATH: exit %d, stderr %q", r.code, r.stderr)
+	}
+
+	// Beside the binary, owned by nobody; then root's but writable by all.
+	for _, c := range []struct {
+		name string
+		uid  int
+		mode os.FileMode
+		want string
+	}{
+		{"owned by nobody", nobody, 0o755, "is owned by uid 65534"},
+		{"writable by every user", 0, 0o757, "is writable by every user"},
+	} {
+		dir := t.TempDir()
+		copyExe(t, bin, filepath.Join(dir, "accel-doctor"))
+		plant(dir, "accel-doctor-kubelet", c.uid, c.mode)
+		r := run(filepath.Join(dir, "accel-doctor"), "PATH=/usr/bin:/bin", "ACCEL_DOCTOR_HELPER_DIR=")
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) || !strings.Contains(r.stderr, "is not run") {
+			t.Errorf("%s: exit %d, stderr %q", c.name, r.code, r.stderr)
+		}
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Errorf("a planted helper ran as root")
+	}
+
+	// The release's own, side by side: the command is handed over.
+	r = run(filepath.Join(product(t), "accel-doctor"), "PATH=/usr/bin:/bin", "ACCEL_DOCTOR_HELPER_DIR=")
+	if r.code != 0 || !strings.Contains(r.stdout, "plugin test") {
+		t.Errorf("with the release's accel-doctor-kubelet: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+}

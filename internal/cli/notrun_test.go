@@ -182,9 +182,15 @@ func TestNotRunFixesFollowTheirReasons(t *testing.T) {
 			major--
 		}
 		mkchar(t, filepath.Join(dev, "dri", "card0"), major, 0)
+		// Shared objects of this machine's class, found as the libraries
+		// (the C library's bytes), so that the helper is looked for.
 		libs := t.TempDir()
+		so := []byte(nil)
+		if libc := probe.FindLibrary("libc.so.6", os.Getenv).Found; libc != "" {
+			so, _ = os.ReadFile(libc)
+		}
 		for _, l := range []string{probe.LibCUDA, probe.LibNVML} {
-			os.WriteFile(filepath.Join(libs, l), nil, 0o644)
+			os.WriteFile(filepath.Join(libs, l), so, 0o644)
 		}
 		t.Setenv("LD_LIBRARY_PATH", libs)
 		w.cmd("probe", "--dev", dev, "--termination-log", "")
