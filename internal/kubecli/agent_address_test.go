@@ -2,6 +2,8 @@ package kubecli
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -118,5 +120,26 @@ func TestAgentBinaryDefaultsToLoopback(t *testing.T) {
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("the agent did not say where it serves in 60s")
+	}
+}
+
+// The DaemonSet's [$(POD_IP)]:9808 with an empty or unexpanded pod IP is
+// a usage error (exit 2, naming the flag), not a listener on every
+// interface. (The binary, with a deadline: an agent that took it would
+// serve until stopped.)
+func TestAgentBinaryRefusesABadPodIP(t *testing.T) {
+	kube := filepath.Join(filepath.Dir(binary(t)), "accel-doctor-kube")
+	for _, c := range []struct{ addr, want string }{
+		{"[]:0", "--metrics-address []:0: nothing between the brackets"},
+		{"[$(POD_IP)]:9808", `--metrics-address [$(POD_IP)]:9808: "$(POD_IP)" between the brackets is not an IP address`},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		cmd := exec.CommandContext(ctx, kube, "--root", "../../testdata/hosts/demo-h100x8-faults", "agent", "--metrics-only", "--node-name", "n", "--metrics-address", c.addr)
+		out, err := cmd.CombinedOutput()
+		cancel()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), c.want) {
+			t.Errorf("--metrics-address %s: %v (a deadline of 60 s ends one that serves), output %q; want exit 2 with %q", c.addr, err, out, c.want)
+		}
 	}
 }
