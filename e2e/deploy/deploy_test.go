@@ -78,8 +78,19 @@ func TestManifestsServerDryRun(t *testing.T) {
 	}
 	sort.Strings(kinds)
 	t.Logf("rendered: %s", strings.Join(kinds, ", "))
-	if len(base) != 7 || len(plugin) != 9 || len(examples) != 2 {
-		t.Errorf("rendered %d objects of deploy/, %d of deploy/plugin and %d of deploy/examples, want 7, 9 and 2: %v", len(base), len(plugin), len(examples), kinds)
+	if len(base) != 8 || len(plugin) != 10 || len(examples) != 2 {
+		t.Errorf("rendered %d objects of deploy/, %d of deploy/plugin and %d of deploy/examples, want 8, 10 and 2: %v", len(base), len(plugin), len(examples), kinds)
+	}
+	// The agent's NetworkPolicy is among them (it is dry-run below with
+	// the rest: networking.k8s.io/v1, strict field validation).
+	np := 0
+	for _, o := range base {
+		if o.GetKind() == "NetworkPolicy" && o.GetName() == "accel-doctor-agent" && o.GetNamespace() == "accel-doctor" {
+			np++
+		}
+	}
+	if np != 1 {
+		t.Errorf("deploy/ renders %d NetworkPolicy accel-doctor-agent in namespace accel-doctor, want 1", np)
 	}
 	for _, o := range base {
 		if o.GetKind() == "ConfigMap" || o.GetKind() == "DaemonSet" && o.GetName() != "accel-doctor-agent" {

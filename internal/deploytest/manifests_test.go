@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path"
@@ -13,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -20,7 +22,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
@@ -130,6 +135,8 @@ func decodeFile(t *testing.T, file string) []object {
 			obj = &admissionregistrationv1.ValidatingAdmissionPolicy{}
 		case "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding":
 			obj = &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+		case "networking.k8s.io/v1 NetworkPolicy":
+			obj = &networkingv1.NetworkPolicy{}
 		default:
 			t.Fatalf("%s document %d: %s %s: no type in this test (add it)", file, i+1, tm.APIVersion, tm.Kind)
 		}
@@ -274,7 +281,7 @@ func TestManifestsDecode(t *testing.T) {
 		kinds = append(kinds, o.kind)
 	}
 	sort.Strings(kinds)
-	want := []string{"ClusterRole", "ClusterRoleBinding", "DaemonSet", "DaemonSet", "Job", "Namespace", "Pod", "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+	want := []string{"ClusterRole", "ClusterRoleBinding", "DaemonSet", "DaemonSet", "Job", "Namespace", "NetworkPolicy", "Pod", "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 	if !slices.Equal(kinds, want) {
 		t.Errorf("kinds in deploy/: %v, want %v", kinds, want)
 	}
@@ -299,12 +306,20 @@ func TestAgentDaemonSet(t *testing.T) {
 	if !slices.Equal(c.Command, []string{"/usr/bin/accel-doctor"}) {
 		t.Errorf("command %q", c.Command)
 	}
-	wantArgs := []string{"agent", "--root=/host", "--node-name=$(NODE_NAME)", "--interval=60s", "--metrics-address=:9808"}
+	wantArgs := []string{"agent", "--root=/host", "--node-name=$(NODE_NAME)", "--interval=60s", "--metrics-address=[$(POD_IP)]:9808"}
 	if !slices.Equal(c.Args, wantArgs) {
 		t.Errorf("args %q, want %q", c.Args, wantArgs)
 	}
-	if len(c.Env) != 1 || c.Env[0].Name != "NODE_NAME" || c.Env[0].ValueFrom == nil || c.Env[0].ValueFrom.FieldRef == nil || c.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
-		t.Errorf("env %+v: want NODE_NAME from spec.nodeName", c.Env)
+	var env []string
+	for _, e := range c.Env {
+		if e.ValueFrom == nil || e.ValueFrom.FieldRef == nil {
+			t.Errorf("env %s is not from the downward API", e.Name)
+			continue
+		}
+		env = append(env, e.Name+" from "+e.ValueFrom.FieldRef.FieldPath)
+	}
+	if want := []string{"NODE_NAME from spec.nodeName", "POD_IP from status.podIP"}; !slices.Equal(env, want) {
+		t.Errorf("env %q, want %q", env, want)
 	}
 	checkSecurity(t, "agent", c, []corev1.Capability{"SYS_ADMIN", "SYS_PTRACE", "DAC_READ_SEARCH"})
 	hostPaths := map[string]string{}
@@ -335,6 +350,116 @@ func TestAgentDaemonSet(t *testing.T) {
 	wantMounts := []string{"/dev", "/etc/cdi", "/proc", "/run", "/sys", "/var/lib/kubelet/device-plugins", "/var/lib/kubelet/plugins", "/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/pod-resources", "/var/run/cdi"}
 	if !slices.Equal(mounted, wantMounts) {
 		t.Errorf("host mounts %q, want %q", mounted, wantMounts)
+	}
+}
+
+// metricsPort is the agent container's port named metrics.
+func metricsPort(t *testing.T, c corev1.Container) int32 {
+	t.Helper()
+	for _, p := range c.Ports {
+		if p.Name == "metrics" {
+			if p.Protocol != corev1.ProtocolTCP && p.Protocol != "" {
+				t.Errorf("port metrics: protocol %s", p.Protocol)
+			}
+			return p.ContainerPort
+		}
+	}
+	t.Fatalf("the agent has no port named metrics: %+v", c.Ports)
+	return 0
+}
+
+// The agent serves on its own pod IP, at the container port named
+// metrics, where its liveness probe goes: the pod is not hostNetwork (the
+// pod IP is its own), and --metrics-address, with $(POD_IP) expanded as
+// the kubelet expands it for an IPv4 and an IPv6 pod IP, is that IP and
+// port, the very address of the probe's URL (no host: the pod IP,
+// pkg/probe/http/request.go, joined with net.JoinHostPort).
+// internal/kubecli's TestAgentBinaryServesOnBracketedIP serves on both
+// forms.
+func TestAgentListensOnItsPodIP(t *testing.T) {
+	spec := find[appsv1.DaemonSet](t, readManifests(t), "accel-doctor-agent").Spec.Template.Spec
+	if spec.HostNetwork {
+		t.Fatal("hostNetwork: the pod IP would be the node's, and the metrics port on every node address")
+	}
+	c := spec.Containers[0]
+	port := metricsPort(t, c)
+	var addr string
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, "--metrics-address="); ok {
+			addr = v
+		}
+	}
+	if !strings.Contains(addr, "$(POD_IP)") {
+		t.Fatalf("--metrics-address %q: want the pod IP, $(POD_IP)", addr)
+	}
+	lp := c.LivenessProbe
+	if lp == nil || lp.HTTPGet == nil || lp.HTTPGet.Host != "" || lp.HTTPGet.Port.String() != "metrics" || lp.HTTPGet.Path != "/healthz" {
+		t.Fatalf("livenessProbe %+v: want GET /healthz on port metrics of the pod IP (no host)", lp)
+	}
+	for _, ip := range []string{"10.244.1.7", "fd00:10:244::7"} {
+		expanded := strings.ReplaceAll(addr, "$(POD_IP)", ip)
+		host, p, err := net.SplitHostPort(expanded)
+		if err != nil || host != ip || p != strconv.Itoa(int(port)) {
+			t.Errorf("pod IP %s: --metrics-address=%s is %q port %q (%v), want %s port %d", ip, expanded, host, p, err, ip, port)
+			continue
+		}
+		if probe, listen := net.JoinHostPort(ip, strconv.Itoa(int(port))), net.JoinHostPort(host, p); probe != listen {
+			t.Errorf("pod IP %s: the probe goes to %s, the agent listens on %s", ip, probe, listen)
+		}
+	}
+}
+
+// The NetworkPolicy isolates the agent's pods, and only them, for
+// ingress, and allows exactly TCP to the metrics port, from any source
+// (deploy/README.md says why); egress it leaves alone.
+func TestAgentNetworkPolicy(t *testing.T) {
+	objs := readManifests(t)
+	np := find[networkingv1.NetworkPolicy](t, objs, "accel-doctor-agent")
+	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sel.Empty() {
+		t.Fatal("the podSelector selects every pod of the namespace")
+	}
+	agent := find[appsv1.DaemonSet](t, objs, "accel-doctor-agent")
+	if !sel.Matches(labels.Set(agent.Spec.Template.Labels)) {
+		t.Errorf("podSelector %s does not select the agent's pods %v", sel, agent.Spec.Template.Labels)
+	}
+	for _, o := range objs {
+		var name string
+		var l map[string]string
+		switch v := o.obj.(type) {
+		case *appsv1.DaemonSet:
+			name, l = "DaemonSet/"+v.Name, v.Spec.Template.Labels
+		case *batchv1.Job:
+			name, l = "Job/"+v.Name, v.Spec.Template.Labels
+		case *corev1.Pod:
+			name, l = "Pod/"+v.Name, v.Labels
+		default:
+			continue
+		}
+		if name != "DaemonSet/accel-doctor-agent" && sel.Matches(labels.Set(l)) {
+			t.Errorf("podSelector %s also selects %s's pods", sel, name)
+		}
+	}
+	if !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
+		t.Errorf("policyTypes %v, want [Ingress] (egress unrestricted)", np.Spec.PolicyTypes)
+	}
+	if len(np.Spec.Egress) != 0 {
+		t.Errorf("egress rules %+v", np.Spec.Egress)
+	}
+	if len(np.Spec.Ingress) != 1 {
+		t.Fatalf("%d ingress rules, want 1", len(np.Spec.Ingress))
+	}
+	r := np.Spec.Ingress[0]
+	if len(r.From) != 0 {
+		t.Errorf("from %+v: want any source", r.From)
+	}
+	port := metricsPort(t, agent.Spec.Template.Spec.Containers[0])
+	if len(r.Ports) != 1 || r.Ports[0].Protocol == nil || *r.Ports[0].Protocol != corev1.ProtocolTCP ||
+		r.Ports[0].Port == nil || r.Ports[0].Port.IntValue() != int(port) || r.Ports[0].EndPort != nil {
+		t.Errorf("ports %+v: want exactly TCP %d, the agent's metrics port", r.Ports, port)
 	}
 }
 
@@ -661,7 +786,7 @@ func runsPluginServe(spec corev1.PodSpec) bool {
 func TestWhatEachInstallSchedules(t *testing.T) {
 	base := readInstall(t, "deploy")
 	want := []string{"ClusterRole/accel-doctor-agent", "ClusterRoleBinding/accel-doctor-agent", "DaemonSet/accel-doctor-agent", "Namespace/accel-doctor",
-		"ServiceAccount/accel-doctor-agent", "ValidatingAdmissionPolicy/accel-doctor-agent-own-node", "ValidatingAdmissionPolicyBinding/accel-doctor-agent-own-node"}
+		"NetworkPolicy/accel-doctor-agent", "ServiceAccount/accel-doctor-agent", "ValidatingAdmissionPolicy/accel-doctor-agent-own-node", "ValidatingAdmissionPolicyBinding/accel-doctor-agent-own-node"}
 	if got := base.names(); !slices.Equal(got, want) {
 		t.Errorf("deploy/ installs %q, want %q", got, want)
 	}

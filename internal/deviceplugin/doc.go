@@ -16,11 +16,14 @@
 //
 // What it writes, and only in the plugin and the mock, which say so in
 // their help: its socket(s) in the kubelet's device-plugins directory
-// (removed on exit, and only if still the one it made: the inode is
-// compared), a CDI spec for a CDI resource (written to a temporary file
-// and renamed, after the CDI library parsed it), and, in the tester,
-// kubelet.sock in the directory it is given (refused when something
-// answers there already: it never takes over a live kubelet's socket).
+// (mode 0600 from the moment the name exists, whatever the umask:
+// ListenUnix binds each in a 0700 directory of its own beside it and
+// links it into place; removed on exit, and only if still the one it
+// made: device and inode are compared), a CDI spec for a CDI resource
+// (written to a temporary file and renamed, after the CDI library parsed
+// it), and, in the tester, kubelet.sock in the directory it is given
+// (made the same way; refused when something answers there already: it
+// never takes over a live kubelet's socket).
 //
 // Health is event-driven (Monitor): fsnotify watches on /dev, the
 // devices' node directories and their sysfs directories, and the kernel's

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -93,7 +92,6 @@ type endpoint struct {
 
 	srvMu  sync.Mutex
 	server *grpc.Server
-	ino    uint64 // inode of the socket we made, so that we remove only ours
 }
 
 func newEndpoint(resource, kubeletDir, socket string, be backend, log *slog.Logger, m *Metrics, notify func(Event)) *endpoint {
@@ -293,13 +291,10 @@ func (e *endpoint) listen() error {
 			return fmt.Errorf("remove stale socket: %w", err)
 		}
 	}
-	lis, err := net.Listen("unix", p)
+	// Mode SocketMode from the start, whatever the umask (ListenUnix).
+	lis, err := ListenUnix(context.Background(), p)
 	if err != nil {
 		return err
-	}
-	var st unix.Stat_t
-	if err := unix.Stat(p, &st); err == nil {
-		e.ino = st.Ino
 	}
 	srv := grpc.NewServer()
 	pluginapi.RegisterDevicePluginServer(srv, e)
@@ -336,8 +331,8 @@ func (e *endpoint) kill() {
 	e.stop()
 }
 
-// stop ends the server and its streams, and removes the socket if it is
-// still the one this endpoint made.
+// stop ends the server and its streams; closing the listener removes
+// the socket if it is still the one this endpoint made (ListenUnix).
 func (e *endpoint) stop() {
 	e.srvMu.Lock()
 	srv := e.server
@@ -347,10 +342,6 @@ func (e *endpoint) stop() {
 		return
 	}
 	srv.Stop()
-	var st unix.Stat_t
-	if err := unix.Stat(e.socketPath(), &st); err == nil && st.Ino == e.ino {
-		os.Remove(e.socketPath())
-	}
 }
 
 func (e *endpoint) serving() bool {

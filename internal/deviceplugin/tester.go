@@ -13,7 +13,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"google.golang.org/grpc"
@@ -217,7 +216,6 @@ type fakeKubelet struct {
 	inflight int
 	wake     chan struct{}
 	srv      *grpc.Server
-	ino      uint64
 }
 
 // Register follows plugin/v1beta1/server.go Register: the version, the
@@ -302,12 +300,11 @@ func (k *fakeKubelet) start() error {
 			return err
 		}
 	}
-	lis, err := net.Listen("unix", p)
+	// Mode SocketMode from the start, whatever the umask (ListenUnix);
+	// closing it removes kubelet.sock while it is still this one.
+	lis, err := ListenUnix(k.ctx, p)
 	if err != nil {
 		return err
-	}
-	if fi, err := os.Stat(p); err == nil {
-		k.ino = inode(fi)
 	}
 	k.srv = grpc.NewServer()
 	pluginapi.RegisterRegistrationServer(k.srv, k)
@@ -316,7 +313,8 @@ func (k *fakeKubelet) start() error {
 }
 
 // stop ends the registration server and the connections to the plugins,
-// as a kubelet that exits does, and removes kubelet.sock if it is ours.
+// as a kubelet that exits does; the server's listener, closed, removes
+// kubelet.sock if it is ours (ListenUnix).
 func (k *fakeKubelet) stop(graceful bool) {
 	if k.srv != nil {
 		if graceful {
@@ -340,10 +338,6 @@ func (k *fakeKubelet) stop(graceful bool) {
 		}
 	}
 	k.mu.Unlock()
-	p := filepath.Join(k.dir, KubeletSocket)
-	if fi, err := os.Stat(p); err == nil && inode(fi) == k.ino {
-		os.Remove(p)
-	}
 }
 
 func (k *fakeKubelet) registrations() []*registration {
@@ -1113,11 +1107,4 @@ func (t *tester) reregistration(ctx context.Context, k *fakeKubelet, name string
 		}
 		seen = len(rs)
 	}
-}
-
-func inode(fi os.FileInfo) uint64 {
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return st.Ino
-	}
-	return 0
 }

@@ -4,7 +4,9 @@
 // The mock (Mock) is built on k8s.io/dynamic-resource-allocation/
 // kubeletplugin, the helper real drivers use: its registration server in
 // the kubelet's plugins_registry, its DRA v1 gRPC service in the driver's
-// data directory, its serialization. It WRITES: those two sockets, and one
+// data directory, its serialization. It WRITES: those two sockets (mode
+// 0600 from their first moment, deviceplugin.ListenUnix, where
+// kubeletplugin's own listener leaves the mode to the umask), and one
 // CDI spec per prepared claim (removed on unprepare and on exit). Modes
 // (ModeDocs) plant the failures users report.
 //

@@ -28,6 +28,8 @@ import (
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/accel-doctor/accel-doctor/internal/deviceplugin"
 )
 
 // Mode is a failure the mock plants. ModeDocs says, for each, what it
@@ -233,6 +235,7 @@ func (m *Mock) Run(ctx context.Context) error {
 		kubeletplugin.PluginDataDirectoryPath(c.PluginDir),
 		kubeletplugin.HealthService(false),
 		kubeletplugin.GRPCInterceptor(m.intercept),
+		kubeletplugin.PluginListener(listen),
 		kubeletplugin.RegistrarListener(m.listenRegistrar),
 	}
 	if c.Mode == ModeNotRegistered {
@@ -472,15 +475,21 @@ func (m *Mock) WatchHealthStatus(context.Context, chan<- kubeletplugin.DeviceHea
 	return kubeletplugin.ErrHealthNotSupported
 }
 
-// listenRegistrar makes the registration socket as kubeletplugin does (a
-// stale socket removed first; Go's unix listener unlinks it on Close),
-// with each connection telling registrarConnDone when the peer is gone.
-func (m *Mock) listenRegistrar(ctx context.Context, path string) (net.Listener, error) {
+// listen makes a socket as kubeletplugin does (a stale one removed
+// first, the socket removed again on Close), but with mode 0600 from the
+// start whatever the umask (deviceplugin.ListenUnix): kubeletplugin's own
+// leaves it to the umask, and only the kubelet, as root, is to connect.
+func listen(ctx context.Context, path string) (net.Listener, error) {
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("remove the stale registration socket: %w", err)
+		return nil, fmt.Errorf("remove the stale socket: %w", err)
 	}
-	var lc net.ListenConfig
-	l, err := lc.Listen(ctx, "unix", path)
+	return deviceplugin.ListenUnix(ctx, path)
+}
+
+// listenRegistrar makes the registration socket (listen), with each
+// connection telling registrarConnDone when the peer is gone.
+func (m *Mock) listenRegistrar(ctx context.Context, path string) (net.Listener, error) {
+	l, err := listen(ctx, path)
 	if err != nil {
 		return nil, err
 	}

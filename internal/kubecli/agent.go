@@ -2,9 +2,12 @@ package kubecli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/accel-doctor/accel-doctor/internal/kubeletrpc/grpccall"
@@ -44,7 +47,9 @@ the verdict:
     the condition and the annotation are written when they change and at
     least every --heartbeat (their interval_s), so that 'cluster' can tell a
     summary whose agent stopped (older than 3 heartbeats);
-  - Prometheus metrics on --metrics-address: /metrics (accel_doctor_check_findings by
+  - Prometheus metrics on --metrics-address (default 127.0.0.1:9808, this
+    host or pod only; the DaemonSet gives [$(POD_IP)]:9808, its pod's own
+    address): /metrics (accel_doctor_check_findings by
     node, layer, code, status and device, with DCGM exporter's pci_bus_id,
     gpu, UUID, modelName labels and kube-state-metrics' resource; the run's
     duration and time) and /healthz (200 while the last check finished
@@ -90,7 +95,11 @@ does without --pid: in a DaemonSet, the agent's container.`,
 					return cli.UsageErr("%v", err)
 				}
 			}
-			ln, err := net.Listen("tcp", listen)
+			addr, err := metricsAddress(listen)
+			if err != nil {
+				return cli.UsageErr("--metrics-address %s: %v", listen, err)
+			}
+			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				return cli.UsageErr("--metrics-address %s: %v", listen, err)
 			}
@@ -140,9 +149,40 @@ does without --pid: in a DaemonSet, the agent's container.`,
 	cli.Flag(f, "node-name", " (this node's; default $NODE_NAME)").String(&node, os.Getenv("NODE_NAME"))
 	cli.Flag(f, "interval", " of check's runs").Duration(&interval, 60*time.Second)
 	f.DurationVar(&heartbeat, "heartbeat", 5*time.Minute, "write the node's condition and summary at least this often when they do not change (at least --interval)")
-	cli.Flag(f, "metrics-address", " and /healthz").String(&listen, ":9808")
+	cli.Flag(f, "metrics-address", " and /healthz: HOST:PORT, or [IP]:PORT for an IPv4 or IPv6 address (in a pod: [$(POD_IP)]:9808); by default loopback only").String(&listen, defaultMetricsAddress)
 	cli.Alias(f, "listen", "", "metrics-address", "")
 	cli.Flag(f, "kubelet-root-dir", "").String(&kubeletDir, "")
 	f.BoolVar(&metricsOnly, "metrics-only", false, "serve metrics only; write nothing to the API server")
 	return cmd
+}
+
+// defaultMetricsAddress is loopback: /metrics and /healthz tell the
+// node's devices, drivers and faults, and a process started by hand
+// should not serve that to its network. A pod says where it serves
+// (deploy/base: its own pod IP).
+const defaultMetricsAddress = "127.0.0.1:9808"
+
+// metricsAddress is the address --metrics-address names, as net.Listen
+// takes it. HOST:PORT is taken as it is; in [IP]:PORT the brackets may
+// hold an IPv4 address too, so that one argument, [$(POD_IP)]:PORT,
+// serves a pod of either family: the downward API's status.podIP is a
+// bare address, and an IPv6 one needs the brackets (net.JoinHostPort).
+// Empty brackets are refused rather than taken for every interface (a
+// pod IP that was empty), and so is anything else in brackets that is
+// not an IP address (a $(POD_IP) left unexpanded: the kubelet leaves a
+// reference to a variable it does not define as it is).
+func metricsAddress(s string) (string, error) {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", err
+	}
+	if strings.HasPrefix(s, "[") {
+		if host == "" {
+			return "", errors.New("nothing between the brackets (an empty pod IP?): give [IP]:PORT")
+		}
+		if _, err := netip.ParseAddr(host); err != nil {
+			return "", fmt.Errorf("%q between the brackets is not an IP address: give [IP]:PORT", host)
+		}
+	}
+	return net.JoinHostPort(host, port), nil
 }
