@@ -93,11 +93,12 @@ var kubeletStart = time.Date(2026, 11, 30, 22, 14, 5, 0, time.UTC)
 //     and pods/ (a pod's secret volume), which no check reads.
 //
 // The sockets but liveSocket are bound and closed: nothing answers
-// them, and check says so the same way wherever it finds them. What the
-// agent is never given (/usr, /boot, /etc but /etc/cdi, the rest of the
-// kubelet's directory) is not in the tree, so that a report of the tree
-// and one of what the agent's mounts give of it differ only by what the
-// mounts leave out.
+// them, and check says so the same way wherever it finds them. What a
+// check would read and the agent is never given (/usr, /boot, /etc but
+// /etc/cdi, dra_manager_state) is not in the tree, so that a report of
+// the tree and one of what the agent's mounts give of it can differ only
+// by what the narrowed mounts leave out of /run and the kubelet's and
+// CDI's directories.
 func nodeTree(t *testing.T, host string) string {
 	t.Helper()
 	dir := shortDir(t)
