@@ -1,6 +1,8 @@
 package cdi
 
 import (
+	"bytes"
+	"encoding/binary"
 	"strings"
 	"testing"
 )
@@ -20,19 +22,54 @@ func FuzzBuildInfoFromBytes(f *testing.F) {
 }
 
 // FuzzBuildInfoOfRealBinary mutates a real Go binary's build information
-// region (the fuzzer edits the tail after the magic).
+// region (the fuzzer edits the bytes from the magic on). It asserts that a
+// read never panics (BuildInfoFromBytes recovers what debug/buildinfo
+// would not), that a read without an error has build information, and
+// that the binary as built, the region unchanged, reads as built (CDI
+// v0.6.2, specs-go v0.6.0).
 func FuzzBuildInfoOfRealBinary(f *testing.F) {
 	b := fakeRuntime(f, "v0.6.2", "v0.6.0", "")
 	i := strings.Index(string(b), "\xff Go buildinf:")
 	if i < 0 {
 		f.Skip("no build information magic in the test binary")
 	}
+	// The seed is the build information itself: the 32-byte header and,
+	// since Go 1.18 (flag 2), the two varint-prefixed strings that follow
+	// it, the Go version and the module information (the format
+	// debug/buildinfo reads). The rest of the data segment would only make
+	// each input, and its minimization, longer.
 	end := min(i+4096, len(b))
+	if i+32 <= len(b) && b[i+15]&2 != 0 {
+		end = i + 32
+		for range 2 {
+			n, w := binary.Uvarint(b[end:])
+			if w <= 0 || n > uint64(len(b)-end-w) {
+				f.Fatalf("build information at %d: no string at %d", i, end)
+			}
+			end += w + int(n)
+		}
+	}
 	f.Add(b[i:end])
+	// One copy of the binary for the process, the region written over and
+	// put back for each input: a copy of the whole binary per input was
+	// most of an execution. The fuzz function runs one input at a time
+	// (no t.Parallel), so one buffer serves them all.
+	mut := append([]byte(nil), b...)
 	f.Fuzz(func(t *testing.T, region []byte) {
-		mut := append([]byte(nil), b...)
-		copy(mut[i:], region[:min(len(region), len(mut)-i)])
-		_, _ = BuildInfoFromBytes(mut)
+		n := copy(mut[i:], region)
+		defer copy(mut[i:i+n], b[i:i+n])
+		bi, err := BuildInfoFromBytes(mut)
+		if err == nil && bi == nil {
+			t.Fatal("no error and no build information")
+		}
+		if bytes.Equal(region[:n], b[i:i+n]) {
+			if err != nil {
+				t.Fatalf("the binary as built: %v", err)
+			}
+			if d, ok := dep(bi, cdiModule); !ok || d.Version != "v0.6.2" {
+				t.Fatalf("the binary as built lists CDI %+v (%v)", d, ok)
+			}
+		}
 	})
 }
 

@@ -1,15 +1,21 @@
 package cdi
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+	"github.com/accel-doctor/accel-doctor/internal/testbin"
 	"github.com/accel-doctor/accel-doctor/internal/testutil"
 )
 
@@ -182,7 +188,6 @@ func fakeRuntime(t testing.TB, cdiVer, specsVer, ldVersion string) []byte {
 		return b
 	}
 	gocmd := goTool(t)
-	dir := t.TempDir()
 	files := map[string]string{
 		"version/version.go": "package version\n\nvar Version = \"unset\"\n",
 	}
@@ -206,11 +211,9 @@ func fakeRuntime(t testing.TB, cdiVer, specsVer, ldVersion string) []byte {
 	}
 	files["go.mod"] = gomod
 	files["main.go"] = main + ")\n\n" + body + "}\n"
-	testutil.WriteTree(t, dir, files, nil, "")
-	out := filepath.Join(dir, "fakeruntime")
 	// -trimpath drops -ldflags from the build information (it may hold
 	// paths): a stamped version needs a build without it.
-	args := []string{"build", "-o", out}
+	var args []string
 	if ldVersion == "" {
 		args = append(args, "-trimpath")
 	}
@@ -220,7 +223,20 @@ func fakeRuntime(t testing.TB, cdiVer, specsVer, ldVersion string) []byte {
 	if ldVersion != "" {
 		args = append(args, "-ldflags=-X example.com/fakeruntime/version.Version="+ldVersion)
 	}
-	cmd := exec.Command(gocmd, append(args, ".")...)
+	// Kept on disk too, by what it is built from: each test binary, and
+	// each fuzzing worker (a process of its own), would otherwise pay a go
+	// build of its own, seconds on a cold build cache.
+	cached, ok := fakeRuntimeCache(files, args)
+	if ok {
+		if b, err := os.ReadFile(cached); err == nil {
+			buildCache[key] = b
+			return b
+		}
+	}
+	dir := t.TempDir()
+	testutil.WriteTree(t, dir, files, nil, "")
+	out := filepath.Join(dir, "fakeruntime")
+	cmd := exec.Command(gocmd, append(append([]string{"build", "-o", out}, args...), ".")...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOPROXY=off", "GOWORK=off", "GOTOOLCHAIN=local", "GOFLAGS=", "CGO_ENABLED=0")
 	if o, err := cmd.CombinedOutput(); err != nil {
@@ -230,8 +246,33 @@ func fakeRuntime(t testing.TB, cdiVer, specsVer, ldVersion string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if ok && os.MkdirAll(filepath.Dir(cached), 0o755) == nil {
+		// Renamed into place: a reader never sees half a binary.
+		if tmp, err := os.CreateTemp(filepath.Dir(cached), ".fakeruntime-"); err == nil {
+			_, werr := tmp.Write(b)
+			if cerr := tmp.Close(); werr != nil || cerr != nil || os.Rename(tmp.Name(), cached) != nil {
+				os.Remove(tmp.Name())
+			}
+		}
+	}
 	buildCache[key] = b
 	return b
+}
+
+// fakeRuntimeCache is where the fake runtime built from files with args is
+// kept: in testbin's cache directory, named by the hash of the toolchain,
+// the build's arguments and its sources.
+func fakeRuntimeCache(files map[string]string, args []string) (string, bool) {
+	dir, err := testbin.CacheDir()
+	if err != nil {
+		return "", false
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s/%s\x00%s\x00%s\x00%q\x00", runtime.Version(), runtime.GOOS, runtime.GOARCH, os.Getenv("GOAMD64"), os.Getenv("GOEXPERIMENT"), args)
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		fmt.Fprintf(h, "%q\x00%q\x00", name, files[name])
+	}
+	return filepath.Join(dir, "fakeruntime", hex.EncodeToString(h.Sum(nil)[:16])), true
 }
 
 // installBinary puts a binary into a host tree.

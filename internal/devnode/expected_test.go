@@ -2,9 +2,11 @@ package devnode
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -193,4 +195,49 @@ func TestExpectedWithoutDevicesReadsNoProcDevices(t *testing.T) {
 	if x.ProcDevicesErr != nil || !x.ProcDevices.CharRegistered(NVIDIAMajor) {
 		t.Errorf("recording: %v, %v", x.ProcDevicesErr, x.ProcDevices.Char)
 	}
+}
+
+// FuzzParseCapMinor asserts of the NVIDIA capability file parser
+// (/proc/driver/nvidia/capabilities/mig/{config,monitor}):
+//   - a minor it gives is one a Linux dev_t holds (below 2^20, MINORBITS);
+//   - it is the decimal value of the first DeviceFileMinor line, the one a
+//     reader of the file would take;
+//   - "DeviceFileMinor: N", as the driver writes it, parses back to N
+//     (round trip);
+//   - a file without a DeviceFileMinor line, or with one whose value is no
+//     minor, is an error, never a panic.
+func FuzzParseCapMinor(f *testing.F) {
+	// As the driver writes them (NVIDIA's MIG user guide, "Device Nodes").
+	f.Add([]byte("DeviceFileMinor: 1\nDeviceFileMode: 256\nDeviceFileModify: 1\n"))
+	f.Add([]byte("DeviceFileMinor: 2\nDeviceFileMode: 292\nDeviceFileModify: 1\n"))
+	f.Add([]byte("DeviceFileMode: 1\nDeviceFileMinor:7"))
+	f.Add([]byte("DeviceFileMinor: 1048576\n"))
+	f.Add([]byte("DeviceFileMinor: -1\nDeviceFileMinor: 3\n"))
+	f.Add([]byte(""))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		minor, err := ParseCapMinor(b)
+		var first string
+		found := false
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "DeviceFileMinor" {
+				first, found = strings.TrimSpace(v), true
+				break
+			}
+		}
+		if err != nil {
+			if n, perr := strconv.ParseUint(first, 10, 64); found && perr == nil && n < 1<<20 {
+				t.Fatalf("%q: DeviceFileMinor %q refused: %v", b, first, err)
+			}
+			return
+		}
+		if minor >= 1<<20 {
+			t.Fatalf("%q: minor %d does not fit a dev_t", b, minor)
+		}
+		if n, perr := strconv.ParseUint(first, 10, 32); !found || perr != nil || uint32(n) != minor {
+			t.Fatalf("%q: minor %d, but the first DeviceFileMinor line says %q", b, minor, first)
+		}
+		if back, err := ParseCapMinor(fmt.Appendf(nil, "DeviceFileMinor: %d\n", minor)); err != nil || back != minor {
+			t.Fatalf("minor %d parsed back as %d, %v", minor, back, err)
+		}
+	})
 }

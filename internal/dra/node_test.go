@@ -3,9 +3,11 @@ package dra
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 	"github.com/accel-doctor/accel-doctor/internal/kubelet"
+	"github.com/accel-doctor/accel-doctor/internal/testutil"
 )
 
 func read(t testing.TB, dir string, opts Options) *Node {
@@ -402,4 +405,90 @@ func TestRegistrationsUnknownWhenOneCouldNotBeTried(t *testing.T) {
 	if !n.registrationsKnown() {
 		t.Error("a refused registration is dead, and known")
 	}
+}
+
+// The boot time of real hosts' /proc/stat, a 130 KiB one (its intr line)
+// among them.
+func TestParseBtimeRealStat(t *testing.T) {
+	dir := testutil.CorpusDir(t)
+	want := map[string]int64{"hwloc/linux/2pa-pcidomain32bits.tar.bz2": 1533039413, "hwloc/linux/nvidiagpunumanodes.tar.bz2": 1523625559}
+	for a, w := range want {
+		seeds := testutil.CorpusSeeds(t, a, func(p string) bool { return strings.HasSuffix(p, "/proc/stat") })
+		if len(seeds) != 1 {
+			t.Fatalf("%s: %d /proc/stat", a, len(seeds))
+		}
+		if bt, ok := parseBtime(seeds[0]); !ok || bt.Unix() != w {
+			t.Errorf("%s: %v %v, want %d", a, bt, ok, w)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "procfs", "fixtures.ttar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The ttar holds it as "Path: fixtures/proc/stat", "Lines: 16", then
+	// the lines.
+	_, rest, ok := strings.Cut(string(b), "Path: fixtures/proc/stat\nLines: 16\n")
+	lines := strings.SplitAfterN(rest, "\n", 17)
+	if !ok || len(lines) < 17 {
+		t.Fatal("no fixtures/proc/stat in procfs/fixtures.ttar")
+	}
+	stat := strings.Join(lines[:16], "")
+	if bt, ok := parseBtime([]byte(stat)); len(stat) < 100<<10 || !ok || bt.Unix() != 1418183276 {
+		t.Errorf("procfs' /proc/stat (%d bytes): %v %v", len(stat), bt, ok)
+	}
+}
+
+// FuzzParseBtime asserts of the /proc/stat boot time reader:
+//   - a boot time it gives is whole seconds after the epoch, the value of
+//     the first "btime" line (show_stat writes "btime %llu");
+//   - "btime N", as the kernel writes it among the other lines, parses
+//     back to N (round trip);
+//   - a stat without a btime line, or whose first one holds no positive
+//     number, gives none, never a panic.
+func FuzzParseBtime(f *testing.F) {
+	f.Add([]byte("cpu  1 2 3 4 5 6 7 0 0 0\nbtime 1600000000\nprocesses 42\n"))
+	f.Add([]byte("btime 0\n"))
+	f.Add([]byte("btime -1\nbtime 5\n"))
+	f.Add([]byte("btime 9223372036854775808\n"))
+	f.Add([]byte("btime\t 17 \n"))
+	paths, _ := filepath.Glob(filepath.Join("testdata", "nodes", "*", "proc", "stat"))
+	for _, p := range paths[:min(2, len(paths))] {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	// Real hosts' /proc/stat (procfs' fixture, whose intr line alone is
+	// 130 KiB, is over the size of a seed; TestParseBtimeRealStat reads it).
+	for _, a := range []string{"hwloc/linux/2pa-pcidomain32bits.tar.bz2"} {
+		for _, b := range testutil.CorpusSeeds(f, a, func(p string) bool { return strings.HasSuffix(p, "/proc/stat") }) {
+			f.Add(b)
+		}
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		bt, ok := parseBtime(b)
+		var first string
+		found := false
+		for _, l := range strings.Split(string(b), "\n") {
+			if fs := strings.Fields(l); len(fs) == 2 && fs[0] == "btime" {
+				first, found = fs[1], true
+				break
+			}
+		}
+		want, err := strconv.ParseInt(first, 10, 64)
+		if !ok {
+			if !bt.IsZero() || found && err == nil && want > 0 {
+				t.Fatalf("%q: no boot time (%v), but its btime line says %q", b, bt, first)
+			}
+			return
+		}
+		if bt.Unix() <= 0 || bt.Nanosecond() != 0 || !found || err != nil || bt.Unix() != want {
+			t.Fatalf("%q: boot time %v (%d), but its first btime line says %q", b, bt, bt.Unix(), first)
+		}
+		line := fmt.Sprintf("cpu  1 2 3 4 5 6 7 0 0 0\nintr 0\nctxt 1\nbtime %d\nprocesses 2\n", bt.Unix())
+		if back, ok := parseBtime([]byte(line)); !ok || !back.Equal(bt) {
+			t.Fatalf("boot time %d parsed back as %v, %v", bt.Unix(), back, ok)
+		}
+	})
 }

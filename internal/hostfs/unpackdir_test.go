@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/accel-doctor/accel-doctor/internal/testutil"
 )
 
 // snapshotArchive is a small valid snapshot.
@@ -301,6 +303,60 @@ func TestParseStatStart(t *testing.T) {
 			t.Errorf("%q parsed", bad)
 		}
 	}
+}
+
+// FuzzParseStatStart asserts of the /proc/PID/stat start-time reader:
+//   - what it gives is field 22, counted from the last ')' (comm, field
+//     2, may hold blanks and parentheses), and is a decimal number;
+//   - so whatever pid and comm come before, even a comm of ") (" and
+//     blanks, the start time read is the same;
+//   - a line the kernel could write with a start time parses back to it
+//     (round trip);
+//   - a stat without ')' or with too few fields is an error, never a
+//     panic.
+func FuzzParseStatStart(f *testing.F) {
+	f.Add([]byte("4242 (a (b) c) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10\n"))
+	f.Add([]byte("1 (x) S 1 2"))
+	f.Add([]byte("1 (x"))
+	f.Add([]byte(""))
+	for _, b := range testutil.CorpusSeeds(f, "procfs/fixtures.ttar", func(p string) bool {
+		return strings.HasSuffix(p, "/stat") && strings.Contains(p, "/proc/") && !strings.Contains(p, "/proc/fs/") && p != "fixtures/proc/stat"
+	}) {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		start, err := parseStatStart(b)
+		i := bytes.LastIndexByte(b, ')')
+		if err != nil {
+			if i >= 0 {
+				if fs := strings.Fields(string(b[i+1:])); len(fs) >= 20 && digitsOnly(fs[19]) && len(fs[19]) < 20 {
+					t.Fatalf("%q: field 22 %q refused: %v", b, fs[19], err)
+				}
+			}
+			return
+		}
+		fs := strings.Fields(string(b[i+1:]))
+		if len(fs) < 20 || !digitsOnly(fs[19]) {
+			t.Fatalf("%q: start %d from no decimal field 22", b, start)
+		}
+		other := append([]byte("7 (x) y) ( z)"), b[i+1:]...)
+		if again, err := parseStatStart(other); err != nil || again != start {
+			t.Fatalf("%q: another comm gives %d, %v, not %d", b, again, err, start)
+		}
+		line := fmt.Sprintf("1 (a b) S%s %d 0 0\n", strings.Repeat(" 0", 18), start)
+		if back, err := parseStatStart([]byte(line)); err != nil || back != start {
+			t.Fatalf("start %d, in %q, parsed back as %d, %v", start, line, back, err)
+		}
+	})
+}
+
+func digitsOnly(s string) bool {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return s != ""
 }
 
 func FuzzParseDirName(f *testing.F) {

@@ -299,6 +299,11 @@ func FuzzReplay(f *testing.F) {
 	f.Add([]byte(`{"format":1,"node":{"dir":"/var/lib/kubelet/device-plugins","plugins":[{"name":"a.sock","dial":{"answer":"answered"}}]}}`))
 	f.Add([]byte(`{"format":1,"node":{"plugins":[null]}}`))
 	f.Add([]byte(`{"format":1}`))
+	// The host a replayed capture is matched against: an empty one, the
+	// same for every input, read once (readHostDevices keeps what it read;
+	// matching only looks it up). A t.TempDir per input was most of an
+	// execution.
+	hd := readHostDevices(hostfs.MustNew(f.TempDir()))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		n, err := replay(b)
 		if err != nil {
@@ -306,7 +311,7 @@ func FuzzReplay(f *testing.F) {
 		}
 		n.Resources()
 		n.PluginFor("nvidia")
-		n.matchDevices(readHostDevices(hostfs.MustNew(t.TempDir())))
+		n.matchDevices(hd)
 	})
 }
 

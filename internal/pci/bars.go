@@ -125,9 +125,10 @@ const maxResourceLines = 64
 // ParseResources parses the `resource` file: one "0x%016llx 0x%016llx
 // 0x%016llx" line per resource.
 func ParseResources(s string) ([]Resource, error) {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	// SplitN: a file of a million newlines costs 65 lines, not a million.
+	lines := strings.SplitN(strings.TrimRight(s, "\n"), "\n", maxResourceLines+1)
 	if len(lines) > maxResourceLines {
-		return nil, fmt.Errorf("%d lines: more than the kernel writes (%d at most here)", len(lines), maxResourceLines)
+		return nil, fmt.Errorf("more than %d lines: more than the kernel writes", maxResourceLines)
 	}
 	out := make([]Resource, 0, len(lines))
 	for i, line := range lines {
@@ -360,19 +361,27 @@ type AERStats struct {
 	Total  uint64     // the TOTAL_ERR_* line, or the root port total
 }
 
+// maxAERLines bounds ParseAERStats: aer.c writes one line per error bit
+// of the AER status register (at most 32) and the total.
+const maxAERLines = 64
+
 // ParseAERStats parses an aer_dev_* file ("Name count" lines, the last
 // TOTAL_ERR_COR, TOTAL_ERR_FATAL or TOTAL_ERR_NONFATAL; aer.c,
 // aer_stats_dev_attr) or an aer_rootport_total_err_* file (one number).
 func ParseAERStats(s string) (AERStats, error) {
 	var st AERStats
 	t := strings.TrimSpace(s)
-	if n, err := strconv.ParseUint(t, 10, 64); err == nil {
-		st.Total = n
-		return st, nil
+	// A root port's total: at most 20 digits (strconv's error would copy
+	// a whole file of garbage).
+	if len(t) <= 20 {
+		if n, err := strconv.ParseUint(t, 10, 64); err == nil {
+			st.Total = n
+			return st, nil
+		}
 	}
-	lines := strings.Split(t, "\n")
-	if len(lines) > 64 {
-		return st, fmt.Errorf("%d lines: more than the kernel writes", len(lines))
+	lines := strings.SplitN(t, "\n", maxAERLines+1)
+	if len(lines) > maxAERLines {
+		return st, fmt.Errorf("more than %d lines: more than the kernel writes", maxAERLines)
 	}
 	total := false
 	for i, line := range lines {

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
+	"unicode"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
@@ -41,30 +43,46 @@ func ParseSpec(b []byte, name string) (*specs.Spec, error) {
 // values of process.args after args[0], of process.env, and of each hook's
 // args (after args[0]) and env. It works on the JSON document rather than
 // on specs.Spec so that fields this version of the runtime-spec types does
-// not know survive too. A file that does not parse is not kept at all.
+// not know survive too, and it keeps the document as ParseSpec reads it:
+// keys are matched as encoding/json matches them to the spec's fields,
+// case-insensitively ("PROCESS" is the process, and its env is hidden
+// too), and numbers are kept as written (a float64 would turn an
+// RLIMIT_MEMLOCK of 18446744073709551615, Docker's --ulimit memlock=-1,
+// into a number no uint64 holds). A file that does not parse is not kept
+// at all, nor is one whose object holds a key twice, in any case: which
+// of the two ParseSpec reads, or how it merges them, is not what a map of
+// the document can keep.
 func Redact(b []byte) []byte {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
 	var doc map[string]any
-	if json.Unmarshal(b, &doc) != nil {
+	if dec.Decode(&doc) != nil {
 		return nil
 	}
-	if proc, ok := doc["process"].(map[string]any); ok {
-		redactArgs(proc["args"])
-		redactEnv(proc["env"])
-		if cl, ok := proc["commandLine"].(string); ok && cl != "" {
-			proc["commandLine"] = Redacted // Windows' single command line
-		}
+	if _, err := dec.Token(); err != io.EOF || duplicateKey(b) {
+		return nil // trailing data (json.Unmarshal refuses it), or a key twice
 	}
-	if hooks, ok := doc["hooks"].(map[string]any); ok {
+	fields(doc, "process", func(_ string, v any) {
+		proc, _ := v.(map[string]any)
+		fields(proc, "args", func(_ string, v any) { redactArgs(v) })
+		fields(proc, "env", func(_ string, v any) { redactEnv(v) })
+		fields(proc, "commandLine", func(k string, v any) {
+			if cl, ok := v.(string); ok && cl != "" {
+				proc[k] = Redacted // Windows' single command line
+			}
+		})
+	})
+	fields(doc, "hooks", func(_ string, v any) {
+		hooks, _ := v.(map[string]any)
 		for _, list := range hooks {
 			hs, _ := list.([]any)
 			for _, h := range hs {
-				if hook, ok := h.(map[string]any); ok {
-					redactArgs(hook["args"])
-					redactEnv(hook["env"])
-				}
+				hook, _ := h.(map[string]any)
+				fields(hook, "args", func(_ string, v any) { redactArgs(v) })
+				fields(hook, "env", func(_ string, v any) { redactEnv(v) })
 			}
 		}
-	}
+	})
 	var out bytes.Buffer
 	enc := json.NewEncoder(&out)
 	enc.SetEscapeHTML(false)
@@ -73,6 +91,76 @@ func Redact(b []byte) []byte {
 		return nil
 	}
 	return out.Bytes()
+}
+
+// fields calls fn with each key of m that encoding/json reads into the
+// struct field named name (exactly or case-insensitively), and its value.
+func fields(m map[string]any, name string, fn func(key string, v any)) {
+	for k, v := range m {
+		if strings.EqualFold(k, name) {
+			fn(k, v)
+		}
+	}
+}
+
+// duplicateKey reports whether an object of the JSON document b holds a
+// key twice, keys compared as encoding/json compares them with a field's
+// name (bytes.EqualFold). b is a document that decodes.
+func duplicateKey(b []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	// One entry per open object or array: the keys of an object (nil for
+	// an array) and whether the object's next token is a key.
+	type level struct {
+		keys    map[string]bool
+		wantKey bool
+	}
+	var stack []*level
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		var top *level
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		if top != nil && top.keys != nil {
+			if top.wantKey {
+				k := foldKey(tok.(string))
+				if top.keys[k] {
+					return true
+				}
+				top.keys[k], top.wantKey = true, false
+				continue
+			}
+			top.wantKey = true // this value, then the next key
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &level{keys: map[string]bool{}, wantKey: true})
+		case json.Delim('['):
+			stack = append(stack, &level{})
+		}
+	}
+}
+
+// foldKey is encoding/json's folding of a key (its foldName): ASCII
+// letters in upper case, any other rune the smallest of its fold set.
+func foldKey(s string) string {
+	return strings.Map(func(r rune) rune {
+		for {
+			f := unicode.SimpleFold(r)
+			if f <= r {
+				return f
+			}
+			r = f
+		}
+	}, s)
 }
 
 // redactArgs keeps args[0] (which program: the NVIDIA hook is recognised by

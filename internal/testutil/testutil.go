@@ -17,7 +17,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -66,10 +65,8 @@ func WriteTree(t testing.TB, dir string, files, links map[string]string, manifes
 // CorpusDir is /work/shared/corpus seen from the repository: ../shared/corpus.
 func CorpusDir(t testing.TB) string {
 	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	repo := filepath.Join(filepath.Dir(file), "..", "..") // internal/testutil -> repository
-	dir := filepath.Join(repo, "..", "shared", "corpus")
-	if _, err := os.Stat(dir); err != nil {
+	dir, ok := corpusPath()
+	if !ok {
 		t.Skipf("corpus of real captures not present at %s (a fresh clone has no ../shared)", dir)
 	}
 	return dir

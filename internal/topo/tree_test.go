@@ -5,6 +5,7 @@ import (
 	"maps"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -646,4 +647,50 @@ func checkReadFields(t *testing.T, dir string) {
 			t.Errorf("%s: scan errors %v, the whole scan's %v", filepath.Base(dir), inv.Errors, full.Errors)
 		}
 	}
+}
+
+// FuzzParseHostBridge asserts of the host bridge name parser ("pciDDDD:BB",
+// pci_register_host_bridge's "pci%04x:%02x"):
+//   - a name it reads is exactly "pci", 4 to 8 hex digits of domain, ':'
+//     and 2 of bus, the values it gives spelt out (up to case);
+//   - the kernel's spelling of those values parses back to them (round
+//     trip);
+//   - any other path component (a function's address, pci_bus, garbage)
+//     is not a host bridge, never a panic.
+func FuzzParseHostBridge(f *testing.F) {
+	for _, s := range []string{"pci0000:00", "pci0000:17", "pci10000:e0", "pcic1a4b:00", "pciffffffff:ff", "pci100000000:00", "pci0000:1", "pci0000:+1", "pci-000:01", "pci0x00:00", "0000:17:00.0", "pci_bus", "pci0000:17:00.0"} {
+		f.Add(s)
+	}
+	dirs, _ := filepath.Glob(hosts + "*/sys/devices/pci*")
+	for _, d := range dirs[:min(3, len(dirs))] {
+		f.Add(filepath.Base(d))
+	}
+	names := map[string]bool{}
+	testutil.CorpusSeeds(f, "hwloc/linux/2pa-pcidomain32bits.tar.bz2", func(p string) bool {
+		for _, c := range strings.Split(p, "/") {
+			if strings.HasPrefix(c, "pci") {
+				names[c] = true
+			}
+		}
+		return false
+	})
+	for _, n := range slices.Sorted(maps.Keys(names)) {
+		f.Add(n)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		dom, bus, ok := parseHostBridge(s)
+		if !ok {
+			if dom != 0 || bus != 0 {
+				t.Fatalf("%q: not a host bridge, but %x:%x", s, dom, bus)
+			}
+			return
+		}
+		if n := len(s) - len("pci:00"); n < 4 || n > 8 || !strings.EqualFold(s, fmt.Sprintf("pci%0*x:%02x", n, dom, bus)) {
+			t.Fatalf("%q read as domain %x, bus %x", s, dom, bus)
+		}
+		kernel := fmt.Sprintf("pci%04x:%02x", dom, bus)
+		if d2, b2, ok := parseHostBridge(kernel); !ok || d2 != dom || b2 != bus {
+			t.Fatalf("%x:%x, written %q, parsed back as %x:%x %v", dom, bus, kernel, d2, b2, ok)
+		}
+	})
 }
