@@ -49,9 +49,9 @@ func ParseSpec(b []byte, name string) (*specs.Spec, error) {
 // too), and numbers are kept as written (a float64 would turn an
 // RLIMIT_MEMLOCK of 18446744073709551615, Docker's --ulimit memlock=-1,
 // into a number no uint64 holds). A file that does not parse is not kept
-// at all, nor is one whose object holds a key twice, in any case: which
-// of the two ParseSpec reads, or how it merges them, is not what a map of
-// the document can keep.
+// at all, nor is one whose object holds a key in two spellings that read
+// into the same field ("env" and "Env"), or an object twice: what
+// ParseSpec reads of them is not what a map of the document can keep.
 func Redact(b []byte) []byte {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
@@ -104,16 +104,22 @@ func fields(m map[string]any, name string, fn func(key string, v any)) {
 }
 
 // duplicateKey reports whether an object of the JSON document b holds a
-// key twice, keys compared as encoding/json compares them with a field's
-// name (bytes.EqualFold). b is a document that decodes.
+// key twice in two spellings that encoding/json reads into the same field
+// (compared as it compares them with a field's name, bytes.EqualFold): a
+// map keeps both and re-encodes them in another order; or twice alike
+// with an object for its value, which the spec's struct merges and a map
+// replaces. A key written twice alike with any other value is not one:
+// the map and the struct both keep its last value. b is a document that
+// decodes.
 func duplicateKey(b []byte) bool {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	// One entry per open object or array: the keys of an object (nil for
 	// an array) and whether the object's next token is a key.
 	type level struct {
-		keys    map[string]bool
+		keys    map[string]string // folded key -> its spelling
 		wantKey bool
+		again   bool // the key just read was read before, alike
 	}
 	var stack []*level
 	for {
@@ -131,18 +137,23 @@ func duplicateKey(b []byte) bool {
 		}
 		if top != nil && top.keys != nil {
 			if top.wantKey {
-				k := foldKey(tok.(string))
-				if top.keys[k] {
+				raw := tok.(string)
+				k := foldKey(raw)
+				seen, ok := top.keys[k]
+				if ok && seen != raw {
 					return true
 				}
-				top.keys[k], top.wantKey = true, false
+				top.keys[k], top.wantKey, top.again = raw, false, ok
 				continue
 			}
-			top.wantKey = true // this value, then the next key
+			if top.again && tok == json.Delim('{') {
+				return true // the struct merges both objects; the map keeps the last
+			}
+			top.wantKey, top.again = true, false // this value, then the next key
 		}
 		switch tok {
 		case json.Delim('{'):
-			stack = append(stack, &level{keys: map[string]bool{}, wantKey: true})
+			stack = append(stack, &level{keys: map[string]string{}, wantKey: true})
 		case json.Delim('['):
 			stack = append(stack, &level{})
 		}
