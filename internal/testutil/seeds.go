@@ -4,15 +4,13 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
-	"compress/bzip2"
-	"compress/gzip"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -55,13 +53,11 @@ func CorpusSeeds(t testing.TB, rel string, match func(path string) bool) [][]byt
 	switch {
 	case strings.HasSuffix(rel, ".ttar"):
 		err = ttarFiles(b, match, files)
-	case strings.HasSuffix(rel, ".tar.gz"):
-		var gz *gzip.Reader
-		if gz, err = gzip.NewReader(bytes.NewReader(b)); err == nil {
-			err = tarFiles(gz, match, files)
+	case strings.HasSuffix(rel, ".tar.gz"), strings.HasSuffix(rel, ".tar.bz2"):
+		var r io.Reader
+		if r, err = decompress(rel, b); err == nil {
+			err = tarFiles(r, match, files)
 		}
-	case strings.HasSuffix(rel, ".tar.bz2"):
-		err = tarFiles(bzip2.NewReader(bytes.NewReader(b)), match, files)
 	default:
 		if len(b) <= maxSeed {
 			files[rel] = b
@@ -112,28 +108,15 @@ func ttarFiles(b []byte, match func(string) bool, out map[string][]byte) error {
 		if !ok || !sc.Scan() {
 			continue
 		}
-		l, ok := strings.CutPrefix(sc.Text(), "Lines: ")
-		if !ok {
+		if !strings.HasPrefix(sc.Text(), "Lines: ") {
 			continue // a symlink
 		}
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 0 {
-			return errors.New("bad " + sc.Text())
+		data, err := ttarLines(sc.Text(), func() (string, bool) { ok := sc.Scan(); return sc.Text(), ok })
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
 		}
-		var sb strings.Builder
-		for i := 0; i < n; i++ {
-			if !sc.Scan() {
-				return errors.New(name + ": truncated")
-			}
-			c := sc.Text()
-			if i == n-1 && strings.HasSuffix(c, "EOF") {
-				sb.WriteString(strings.TrimSuffix(c, "EOF"))
-			} else {
-				sb.WriteString(c + "\n")
-			}
-		}
-		if sb.Len() <= maxSeed && match(name) {
-			out[name] = []byte(strings.ReplaceAll(sb.String(), "NULLBYTE", "\x00"))
+		if len(data) <= maxSeed && match(name) {
+			out[name] = data
 		}
 	}
 	return sc.Err()

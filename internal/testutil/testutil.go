@@ -13,6 +13,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
@@ -62,7 +63,8 @@ func WriteTree(t testing.TB, dir string, files, links map[string]string, manifes
 	}
 }
 
-// CorpusDir is /work/shared/corpus seen from the repository: ../shared/corpus.
+// CorpusDir is the corpus of real captures beside the repository:
+// ../shared/corpus.
 func CorpusDir(t testing.TB) string {
 	t.Helper()
 	dir, ok := corpusPath()
@@ -116,19 +118,9 @@ func Unpack(t testing.TB, archive string) string {
 
 func unpackInto(t testing.TB, archive string, b []byte, dst string) {
 	t.Helper()
-	f := bytes.NewReader(b)
-	var r io.Reader
-	switch {
-	case strings.HasSuffix(archive, ".tar.gz"):
-		gz, err := gzip.NewReader(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r = gz
-	case strings.HasSuffix(archive, ".tar.bz2"):
-		r = bzip2.NewReader(f)
-	default:
-		t.Fatalf("unknown archive %s", archive)
+	r, err := decompress(archive, b)
+	if err != nil {
+		t.Fatal(err)
 	}
 	tr := tar.NewReader(r)
 	for {
@@ -213,4 +205,15 @@ func CheckParse[T any](t testing.TB, got T, err error, want T, wantErr bool) {
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
 	}
+}
+
+// decompress reads the tar stream of a .tar.gz or .tar.bz2 archive's bytes.
+func decompress(archive string, b []byte) (io.Reader, error) {
+	switch {
+	case strings.HasSuffix(archive, ".tar.gz"):
+		return gzip.NewReader(bytes.NewReader(b))
+	case strings.HasSuffix(archive, ".tar.bz2"):
+		return bzip2.NewReader(bytes.NewReader(b)), nil
+	}
+	return nil, fmt.Errorf("unknown archive %s", archive)
 }

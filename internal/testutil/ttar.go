@@ -74,23 +74,10 @@ func UnpackTTAR(t testing.TB, archive string) string {
 				}
 				continue
 			case strings.HasPrefix(l, "Lines: "):
-				n, err := strconv.Atoi(strings.TrimPrefix(l, "Lines: "))
-				if err != nil || n < 0 {
-					fail("bad %q", l)
+				var err error
+				if data, err = ttarLines(l, next); err != nil {
+					fail("%v", err)
 				}
-				var sb strings.Builder
-				for i := 0; i < n; i++ {
-					c, ok := next()
-					if !ok {
-						fail("%d of %d lines", i, n)
-					}
-					if i == n-1 && strings.HasSuffix(c, "EOF") {
-						sb.WriteString(strings.TrimSuffix(c, "EOF"))
-					} else {
-						sb.WriteString(c + "\n")
-					}
-				}
-				data = []byte(strings.ReplaceAll(sb.String(), "NULLBYTE", "\x00"))
 			default:
 				fail("want Lines or SymlinkTo, got %q", l)
 			}
@@ -109,4 +96,27 @@ func UnpackTTAR(t testing.TB, archive string) string {
 		t.Fatal(err)
 	}
 	return dst
+}
+
+// ttarLines reads the content that the line "Lines: N" announces, from
+// next: N lines, the last without its newline when it ends in EOF, NUL
+// bytes spelled NULLBYTE.
+func ttarLines(header string, next func() (string, bool)) ([]byte, error) {
+	n, err := strconv.Atoi(strings.TrimPrefix(header, "Lines: "))
+	if err != nil || n < 0 {
+		return nil, fmt.Errorf("bad %q", header)
+	}
+	var sb strings.Builder
+	for i := 0; i < n; i++ {
+		c, ok := next()
+		if !ok {
+			return nil, fmt.Errorf("%d of %d lines", i, n)
+		}
+		if i == n-1 && strings.HasSuffix(c, "EOF") {
+			sb.WriteString(strings.TrimSuffix(c, "EOF"))
+		} else {
+			sb.WriteString(c + "\n")
+		}
+	}
+	return []byte(strings.ReplaceAll(sb.String(), "NULLBYTE", "\x00")), nil
 }
