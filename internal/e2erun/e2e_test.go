@@ -115,7 +115,7 @@ func TestE2E(t *testing.T) {
 			t.Skipf("the e2e module's build did not finish in the %v this test binary could give it (%v before its -timeout): "+
 				"the first build compiles much of k8s.io/kubernetes (e2e/README.md says how long it takes). "+
 				"The go build cache keeps what was compiled: the next go test ./... goes on from there; "+
-				"or build it once beforehand with `go -C e2e test -run '^$' ./...` (.ci/run does)",
+				"or build it once beforehand with `go -C e2e test -run '^$' ./...` (.ci/run builds it beforehand)",
 				time.Since(start).Round(time.Second), runReserve)
 		}
 		if err != nil {

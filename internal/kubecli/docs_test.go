@@ -363,3 +363,36 @@ func statuses(s string) []string {
 	}
 	return out
 }
+
+// CI runs exactly the README's test command: the README's first screen
+// gives it (the line of its code block marked "# the tests"), and it is
+// .ci/run's last command, after what installs and downloads.
+func TestCIRunsTheREADMETestCommand(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want string
+	for _, l := range strings.Split(string(readme), "\n") {
+		if cmd, comment, ok := strings.Cut(l, "#"); ok && strings.HasPrefix(strings.TrimSpace(comment), "the tests") {
+			want = strings.TrimSpace(cmd)
+			break
+		}
+	}
+	if want == "" {
+		t.Fatal("the README gives no test command (a code line commented \"# the tests\")")
+	}
+	ci, err := os.ReadFile("../../.ci/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last string
+	for _, l := range strings.Split(string(ci), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") {
+			last = l
+		}
+	}
+	if last != want {
+		t.Errorf(".ci/run ends with %q; the README's test command is %q", last, want)
+	}
+}
