@@ -40,6 +40,9 @@ func WriteMarkdown(w io.Writer, r *Report) error {
 			if f.Reason != "" {
 				ew.printf("- not run because: %s\n", mdEscape(f.Reason))
 			}
+			if c := f.CausedBy; c != nil {
+				ew.printf("- follows from: `%s` %s\n", c.Code, mdEscape(c.Subject))
+			}
 			for _, e := range f.Evidence {
 				ew.printf("- evidence: `%s`\n", mdCode(evidenceLine(e)))
 			}

@@ -99,6 +99,23 @@ type Finding struct {
 	// Checkpoint is, in a container's report, which of its four
 	// checkpoints the finding belongs to (see Checkpoint); 0 elsewhere.
 	Checkpoint Checkpoint `json:"checkpoint,omitempty"`
+	// CausedBy names, for a finding that follows from another on the same
+	// host, the finding it follows from (by code and subject): fixing that
+	// one fixes or changes this one. Renderers show a consequence under
+	// its cause, and the verdict names the cause.
+	CausedBy *Cause `json:"caused_by,omitempty"`
+}
+
+// Cause names the finding another follows from.
+type Cause struct {
+	Code    string `json:"code"`
+	Subject string `json:"subject"`
+}
+
+// Because marks f as a consequence of c and returns it.
+func (f Finding) Because(c Finding) Finding {
+	f.CausedBy = &Cause{Code: c.Code, Subject: c.Subject}
+	return f
 }
 
 // Checkpoint is one of the four steps a container's devices go through:
@@ -170,6 +187,9 @@ type Verdict struct {
 	// Checkpoint is, in a container's report, the first checkpoint with a
 	// FAIL (the verdict then names it before the layer).
 	Checkpoint Checkpoint `json:"checkpoint,omitempty"`
+	// Cause is, when FAILs follow from another finding (CausedBy), the
+	// finding they follow from: the one to fix first.
+	Cause *Cause `json:"cause,omitempty"`
 }
 
 // LayerOutcome is what one layer came to.
@@ -240,6 +260,10 @@ func (r *Report) Decide() {
 			}
 		}
 		v.Summary = fmt.Sprintf("first broken layer is %d (%s): %d failure(s) there, %d in all", int(v.Layer), v.Layer.Name(), n, v.Counts[Fail])
+		if c, follow, ok := r.mainCause(); ok {
+			v.Cause = &Cause{Code: c.Code, Subject: c.Subject}
+			v.Summary += fmt.Sprintf("; the cause: %s %s (%d finding(s) follow from it)", c.Code, c.Subject, follow)
+		}
 		if f, ok := r.firstCheckpointFail(); ok {
 			v.Checkpoint, v.Layer, v.LayerName = f.Checkpoint, f.Layer, f.Layer.Name()
 			v.Summary = fmt.Sprintf("first broken checkpoint is %d (%s), layer %d (%s): %s; %d failure(s) in all",
@@ -450,4 +474,67 @@ func (r *Report) ExitCode() int {
 		}
 	}
 	return ExitOK
+}
+
+// Causes resolves CausedBy within the report: for each finding's index,
+// the index of the finding its cause names (the first with that code and
+// subject that is WARN or FAIL), or -1 when it names none present. A
+// cause that is PASS or NOT_RUN explains nothing and is not followed.
+func (r *Report) Causes() []int {
+	at := map[Cause]int{}
+	for i, f := range r.Findings {
+		k := Cause{Code: f.Code, Subject: f.Subject}
+		if _, ok := at[k]; !ok && (f.Status == Warn || f.Status == Fail) {
+			at[k] = i
+		}
+	}
+	out := make([]int, len(r.Findings))
+	for i, f := range r.Findings {
+		out[i] = -1
+		if f.CausedBy == nil {
+			continue
+		}
+		if j, ok := at[*f.CausedBy]; ok && j != i {
+			out[i] = j
+		}
+	}
+	return out
+}
+
+// rootOf follows causes from i to the first finding that follows from
+// none (a cycle ends where it closes).
+func rootOf(causes []int, i int) int {
+	seen := map[int]bool{i: true}
+	for causes[i] >= 0 && !seen[causes[i]] {
+		i = causes[i]
+		seen[i] = true
+	}
+	return i
+}
+
+// mainCause is the root of the FAILs that follow from another finding:
+// the one of the lowest layer (then the first reported), and how many
+// findings follow from it, directly or not. ok is false when no FAIL
+// follows from another.
+func (r *Report) mainCause() (cause Finding, follow int, ok bool) {
+	causes := r.Causes()
+	best := -1
+	for i, f := range r.Findings {
+		if f.Status != Fail || causes[i] < 0 {
+			continue
+		}
+		root := rootOf(causes, i)
+		if best < 0 || r.Findings[root].Layer < r.Findings[best].Layer {
+			best = root
+		}
+	}
+	if best < 0 {
+		return Finding{}, 0, false
+	}
+	for i := range r.Findings {
+		if i != best && causes[i] >= 0 && rootOf(causes, i) == best {
+			follow++
+		}
+	}
+	return r.Findings[best], follow, true
 }

@@ -16,7 +16,12 @@ func TestSchemaDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	if err := WriteJSON(&b, sample()); err != nil {
+	r := sample()
+	// A consequence, so that caused_by and the verdict's cause are written.
+	r.Findings = append(r.Findings, Finding{Check: "devnode.present", Code: "DEVNODE_MISSING", Layer: LayerDevNode, Status: Fail,
+		Subject: "/dev/nvidia1", Summary: "node missing"}.Because(r.Findings[2]))
+	r.Decide()
+	if err := WriteJSON(&b, r); err != nil {
 		t.Fatal(err)
 	}
 	var v any

@@ -183,9 +183,9 @@ func (t *textWriter) header() {
 
 // problemList prints the verdict and one line per FAIL and WARN.
 func (t *textWriter) problemList() {
-	var problems []Finding
-	for _, f := range t.r.Findings {
-		if f.Status == Fail || f.Status == Warn {
+	var problems []*Finding
+	for i := range t.r.Findings {
+		if f := &t.r.Findings[i]; f.Status == Fail || f.Status == Warn {
 			problems = append(problems, f)
 		}
 	}
@@ -196,12 +196,80 @@ func (t *textWriter) problemList() {
 		return problems[i].Layer < problems[j].Layer
 	})
 	t.printf("%s\n", t.paint(ansiBold+t.r.Verdict.Status.colour(), verdictLine(t.r)))
-	for _, f := range problems {
+	// A consequence is listed under its cause, indented, when its cause is
+	// listed too; the rest keep their order.
+	causes := t.r.Causes()
+	index := map[*Finding]int{}
+	for i := range t.r.Findings {
+		index[&t.r.Findings[i]] = i
+	}
+	idx := make([]int, len(problems))
+	listed := map[int]bool{}
+	for k := range problems {
+		idx[k] = index[problems[k]]
+		listed[idx[k]] = true
+	}
+	under := map[int][]int{}
+	var top []int
+	for _, i := range idx {
+		if c := causes[i]; c >= 0 && listed[c] && rootOf(causes, i) != i {
+			under[c] = append(under[c], i)
+		} else {
+			top = append(top, i)
+		}
+	}
+	// A cause stands where its worst consequence would: a WARN that
+	// FAILs follow from is listed among the FAILs, first.
+	var worst func(i int, seen map[int]bool) Status
+	worst = func(i int, seen map[int]bool) Status {
+		w := t.r.Findings[i].Status
+		seen[i] = true
+		for _, j := range under[i] {
+			if !seen[j] {
+				if s := worst(j, seen); s.Worse(w) {
+					w = s
+				}
+			}
+		}
+		return w
+	}
+	eff := map[int]Status{}
+	for _, i := range top {
+		eff[i] = worst(i, map[int]bool{})
+	}
+	sort.SliceStable(top, func(a, b int) bool {
+		fa, fb := t.r.Findings[top[a]], t.r.Findings[top[b]]
+		if eff[top[a]] != eff[top[b]] {
+			return eff[top[a]].Worse(eff[top[b]])
+		}
+		if fa.Layer != fb.Layer {
+			return fa.Layer < fb.Layer
+		}
+		return len(under[top[a]]) > 0 && len(under[top[b]]) == 0
+	})
+	printed := map[int]bool{}
+	var show func(i, depth int)
+	show = func(i, depth int) {
+		if printed[i] {
+			return
+		}
+		printed[i] = true
+		f := t.r.Findings[i]
 		line := f.Summary
 		if f.Subject != "host" && !strings.Contains(line, f.Subject) {
 			line = f.Subject + ": " + line
 		}
-		t.printf("  %s %-28s layer %d  %s\n", t.paint(f.Status.colour(), fmt.Sprintf("%-4s", f.Status)), f.Code, int(f.Layer), safeLine(line))
+		pad := strings.Repeat("  ", depth)
+		t.printf("  %s%s %-*s layer %d  %s\n", pad, t.paint(f.Status.colour(), fmt.Sprintf("%-4s", f.Status)), max(28-2*depth, 0), f.Code, int(f.Layer), safeLine(line))
+		for _, j := range under[i] {
+			show(j, depth+1)
+		}
+	}
+	for _, i := range top {
+		show(i, 0)
+	}
+	for _, i := range idx { // a cycle of causes none of which is on top
+		show(i, 0)
 	}
 }
 
@@ -255,6 +323,9 @@ func (t *textWriter) finding(g group, f Finding) {
 	}
 	if f.Reason != "" {
 		t.printf("        why not run: %s\n", safeLine(f.Reason))
+	}
+	if c := f.CausedBy; c != nil {
+		t.printf("        follows from: %s %s\n", c.Code, safeLine(c.Subject))
 	}
 	for _, e := range f.Evidence {
 		t.printf("        %s\n", evidenceLine(e))
