@@ -118,6 +118,13 @@ func (f Finding) Because(c Finding) Finding {
 	return f
 }
 
+// Follows marks f as a consequence of the finding of that code and
+// subject (on a finding just added: out.Add(...).Follows(code, subject)).
+func (f *Finding) Follows(code, subject string) *Finding {
+	f.CausedBy = &Cause{Code: code, Subject: subject}
+	return f
+}
+
 // Checkpoint is one of the four steps a container's devices go through:
 // the host has them, something asks for them, the runtime applies them,
 // and a small request works. A later one never makes up for an earlier one.
