@@ -75,10 +75,19 @@ func checkDRA(e *Env, out *Out) {
 		judgeDRARegistration(out, r, n.Replayed)
 	}
 	for _, d := range n.DriverDirs {
-		if d.NotRegistered() {
+		switch {
+		case d.NotRegistered():
 			out.Add("DRA_DRIVER_NOT_REGISTERED", report.Fail, d.Name,
 				"driver "+d.Name+" serves its plugin directory but has no live registration in "+n.RegistryDir,
 				Ev(d.Path, "serving"), Ev(n.RegistryDir, fmt.Sprintf("%d registration(s)", len(n.Registrations))))
+		case d.NotRunning():
+			ev := []report.Evidence{}
+			for _, s := range d.Sockets {
+				ev = append(ev, Ev(s.Path, dialText(s.Dial)))
+			}
+			ev = append(ev, Ev(n.RegistryDir, fmt.Sprintf("%d registration(s), none of %s", len(n.Registrations), d.Name)))
+			out.Add("DRA_DRIVER_NOT_RUNNING", report.Fail, d.Name,
+				"driver "+d.Name+" is installed but its kubelet plugin is not running: its socket refuses connections and it has no registration; its pods' claims fail with \"DRA driver "+d.Name+" is not registered\"", ev...)
 		}
 	}
 	e.judgeDRAState(out, n)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/accel-doctor/accel-doctor/internal/dra"
 	"github.com/accel-doctor/accel-doctor/internal/driver"
 	"github.com/accel-doctor/accel-doctor/internal/kubelet"
 	"github.com/accel-doctor/accel-doctor/internal/report"
@@ -78,14 +79,17 @@ func checkKube(e *Env, out *Out) {
 		out.NotRun("KUBELET_NOT_READ", "kubelet", "the kubelet's device-plugin directory could not be read", e.stateWhy(why, n.DirState, n.Dir, n.Replayed), dirEv)
 		return
 	}
-	served := judgeKubeletSocket(e, out, n)
+	served, sock := judgeKubeletSocket(e, out, n)
 	judgePluginSockets(e, out, n, served)
 	judgeCheckpoint(e, out, n)
-	if served {
-		// With no kubelet serving, no plugin can register: that is
-		// the cause, and kubelet.sock's finding says it.
-		judgeNoPlugin(e, out, n)
+	switch {
+	case served:
+		judgeNoPlugin(e, out, n, nil)
 		judgeOrphanResources(out, n)
+	case sock != nil && sock.Status == report.Fail:
+		// With no kubelet serving, no plugin can register: the devices
+		// that need one follow from kubelet.sock's finding.
+		judgeNoPlugin(e, out, n, sock)
 	}
 	e.judgePodResources(out, n)
 }
@@ -112,8 +116,9 @@ func (e *Env) needsPlugin() map[string][]string {
 	return byDriver
 }
 
-// judgeKubeletSocket reports kubelet.sock and says whether it is served.
-func judgeKubeletSocket(e *Env, out *Out, n *kubelet.Node) bool {
+// judgeKubeletSocket reports kubelet.sock and says whether it is served,
+// with its finding.
+func judgeKubeletSocket(e *Env, out *Out, n *kubelet.Node) (bool, *report.Finding) {
 	if n.Kubelet == nil {
 		// FAIL only when devices need a plugin: a node without
 		// accelerators, or a kubelet that is stopped on purpose, is
@@ -123,21 +128,21 @@ func judgeKubeletSocket(e *Env, out *Out, n *kubelet.Node) bool {
 			st = report.Fail
 			summary += fmt.Sprintf("; %d accelerator(s) with a driver need one", countAll(need))
 		}
-		out.Add("KUBELET_SOCKET_MISSING", st, "kubelet.sock", summary, Ev(n.Dir+"/kubelet.sock", "absent"))
-		return false
+		f := *out.Add("KUBELET_SOCKET_MISSING", st, "kubelet.sock", summary, Ev(n.Dir+"/kubelet.sock", "absent"))
+		return false, &f
 	}
 	s := n.Kubelet
 	ev := socketEvidence(s)
 	switch {
 	case s.Dial.OK():
 		out.Add("KUBELET_SOCKET_OK", report.Pass, "kubelet.sock", "kubelet.sock is served by a gRPC server", ev...)
-		return true
+		return true, nil
 	case couldNotLook(s.Dial.Answer):
 		out.NotRun("KUBELET_SOCKET_NOT_ANSWERING", "kubelet.sock", "kubelet.sock could not be tried", dialWhy(s.Dial, n.Replayed), ev...)
-	default:
-		out.Add("KUBELET_SOCKET_NOT_ANSWERING", report.Fail, "kubelet.sock", "kubelet.sock is there but no kubelet answers on it ("+string(s.Dial.Answer)+")", ev...)
+		return false, nil
 	}
-	return false
+	f := *out.Add("KUBELET_SOCKET_NOT_ANSWERING", report.Fail, "kubelet.sock", "kubelet.sock is there but no kubelet answers on it ("+string(s.Dial.Answer)+")", ev...)
+	return false, &f
 }
 
 // couldNotLook: answers that say nothing of the server (this process may
@@ -366,12 +371,21 @@ func judgeCheckpoint(e *Env, out *Out, n *kubelet.Node) {
 	}
 }
 
-// judgeNoPlugin: devices that work on the host side and no plugin for
-// them, by the vendor's resource names and socket names.
-func judgeNoPlugin(e *Env, out *Out, n *kubelet.Node) {
+// judgeNoPlugin: devices that work on the host side, and who serves
+// them: a device plugin of the vendor (its sockets or resources), or a
+// live, registered DRA driver of the vendor (kubelet.VendorPlugin's
+// DRADrivers). A DRA-only node needs no device plugin. Where neither
+// serves them, the FAIL names both sides, and follows from what explains
+// it: the kubelet not serving, or the vendor's DRA driver installed but
+// down. below is kubelet.sock's finding when the kubelet does not serve
+// (no plugin can register then), nil otherwise.
+func judgeNoPlugin(e *Env, out *Out, n *kubelet.Node, below *report.Finding) {
 	need := e.needsPlugin()
-	drivers := sortedKeys(need)
-	for _, drv := range drivers {
+	if len(need) == 0 {
+		return
+	}
+	dn, draErr := e.DRA()
+	for _, drv := range sortedKeys(need) {
 		p := n.PluginFor(drv)
 		// A socket of the vendor's naming that is there, answering or
 		// not, has its own finding (dead, stale, not registered): the
@@ -379,17 +393,125 @@ func judgeNoPlugin(e *Env, out *Out, n *kubelet.Node) {
 		if len(p.Seen) > 0 || len(p.Sockets) > 0 {
 			continue
 		}
+		if below == nil {
+			if served := draServing(dn, p.Vendor.DRADrivers); served != "" {
+				for _, bdf := range need[drv] {
+					out.Add("KUBELET_ACCELERATOR_SERVED_BY_DRA", report.Pass, bdf,
+						fmt.Sprintf("%s is bound to %s with its nodes and DRA driver %s of its vendor is registered with the kubelet (no device plugin needed)", bdf, drv, served),
+						Ev(dn.RegistryDir, "live registration of "+served))
+				}
+				continue
+			}
+		}
 		known := sortedKeys(n.Resources())
 		if len(known) == 0 {
 			known = []string{"none"}
 		}
+		dpSide := fmt.Sprintf("no %s device plugin (%s)", p.Vendor.Plugin, strings.Join(p.Vendor.Resources, " or "))
+		draSide := ""
+		if len(p.Vendor.DRADrivers) > 0 {
+			draSide = " and no DRA driver (" + strings.Join(p.Vendor.DRADrivers, " or ") + ")"
+		}
+		ev := []report.Evidence{Ev(n.Dir, "plugin sockets: "+socketNames(n)), Ev("resources the node knows", strings.Join(known, ", "))}
+		cause := below
+		var causeCode, causeSubject string
+		if cause == nil && dn != nil {
+			causeCode, causeSubject = draDriverDown(dn, p.Vendor.DRADrivers)
+		}
+		if below == nil {
+			// Whether a DRA driver serves the devices must be known
+			// before the FAIL: a registry that could not be read, or
+			// a live DRA driver of no known vendor (a generic one may
+			// publish them), leaves it open.
+			var why report.Why
+			switch {
+			case draErr != nil:
+				why = kubeletReadWhy(draErr)
+			case dn.RegistryState.CouldNotRead():
+				why = e.stateWhy(dn.RegistryErr, dn.RegistryState, dn.RegistryDir, dn.Replayed)
+			default:
+				if other := otherDRADrivers(dn); len(other) > 0 {
+					why = report.Explain("DRA driver(s) "+strings.Join(other, ", ")+" of no vendor known here are registered: whether they publish these devices is in the node's ResourceSlices, which this check does not read",
+						"List what the drivers publish for this node: `kubectl get resourceslices --field-selector spec.nodeName=NODE -o yaml`; the devices of "+drv+" must be among them, or the vendor's device plugin or DRA driver must run here.")
+				}
+			}
+			if why.Reason != "" {
+				for _, bdf := range need[drv] {
+					out.NotRun("KUBELET_NO_PLUGIN_FOR_ACCELERATOR", bdf,
+						fmt.Sprintf("%s is bound to %s with its nodes and %s serves it; whether a DRA driver does is not known", bdf, drv, dpSide), why, ev...)
+				}
+				continue
+			}
+		}
 		for _, bdf := range need[drv] {
-			out.Add("KUBELET_NO_PLUGIN_FOR_ACCELERATOR", report.Fail, bdf,
-				fmt.Sprintf("%s is bound to %s with its nodes, and no %s plugin serves it (%s)", bdf, drv, p.Vendor.Plugin, strings.Join(p.Vendor.Resources, " or ")),
-				Ev(n.Dir, "plugin sockets: "+socketNames(n)),
-				Ev("resources the node knows", strings.Join(known, ", ")))
+			f := out.Add("KUBELET_NO_PLUGIN_FOR_ACCELERATOR", report.Fail, bdf,
+				fmt.Sprintf("%s is bound to %s with its nodes, and %s%s serves it", bdf, drv, dpSide, draSide), ev...)
+			switch {
+			case cause != nil:
+				f.Follows(cause.Code, cause.Subject)
+			case causeCode != "":
+				f.Follows(causeCode, causeSubject)
+			}
 		}
 	}
+}
+
+// draServing is the first of the vendor's DRA drivers that has a live,
+// supported registration on the node, or "".
+func draServing(dn *dra.Node, drivers []string) string {
+	if dn == nil {
+		return ""
+	}
+	for _, d := range drivers {
+		if dn.Registered(d) {
+			return d
+		}
+	}
+	return ""
+}
+
+// otherDRADrivers are the registered DRA drivers that no vendor row
+// names.
+func otherDRADrivers(dn *dra.Node) []string {
+	var out []string
+	for _, d := range dn.Drivers() {
+		if _, ok := kubelet.VendorFor(d); !ok && dn.Registered(d) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// draDriverDown names the finding of layer 6's kube.dra check that says
+// why one of the vendor's DRA drivers is there and not serving: its
+// directory with dead sockets and no registration (DRA_DRIVER_NOT_RUNNING),
+// a serving directory with no registration (DRA_DRIVER_NOT_REGISTERED),
+// a dead registration socket (DRA_REGISTRATION_DEAD), or an endpoint that
+// refuses (DRA_ENDPOINT_MISSING). The subjects are those judgeDRARegistration
+// and checkDRA give. "" when none of them applies.
+func draDriverDown(dn *dra.Node, drivers []string) (code, subject string) {
+	for _, name := range drivers {
+		for _, d := range dn.DriverDirs {
+			if d.Name != name {
+				continue
+			}
+			switch {
+			case d.NotRunning():
+				return "DRA_DRIVER_NOT_RUNNING", name
+			case d.NotRegistered():
+				return "DRA_DRIVER_NOT_REGISTERED", name
+			}
+		}
+		for _, r := range dn.Registrations {
+			switch {
+			case r.Info == nil && r.Dial.Answer == kubelet.Refused && (r.Name == name+"-reg.sock" || strings.HasPrefix(r.Name, name+"-") && strings.HasSuffix(r.Name, "-reg.sock")):
+				return "DRA_REGISTRATION_DEAD", r.Name
+			case r.Info != nil && r.Info.Name == name && r.Info.Type == dra.TypeDRA && r.Endpoint != nil && r.Endpoint.Dial.Answer != dra.Connected && !r.Endpoint.Dial.Answer.CouldNotLook():
+				return "DRA_ENDPOINT_MISSING", name
+			}
+		}
+	}
+	return "", ""
 }
 
 func socketNames(n *kubelet.Node) string {

@@ -159,6 +159,21 @@ kubelet's plugin watcher registers every socket already in the directory when it
 	Remediation: "Restart the driver's pod so that it registers again (`kubectl -n NAMESPACE delete pod DRIVER-POD`); check that its DaemonSet mounts /var/lib/kubelet/plugins_registry (`kubectl -n NAMESPACE get daemonset DRIVER -o yaml`).",
 	Facts:       "DriverDirs[i].NotRegistered() (never when RegistryUnknown)",
 }, {
+	Code:   "DRA_DRIVER_NOT_RUNNING",
+	Status: "FAIL",
+	Title:  "a DRA driver is installed on the node but its kubelet plugin is not running",
+	Explain: `/var/lib/kubelet/plugins/NAME is a DRA driver's directory (it holds the driver's
+service socket dra.sock, or is named for a vendor's DRA driver), every socket in it refuses
+connections, and no registration in plugins_registry names the driver: the driver's
+DaemonSet ran here (it made the directory and bound the socket) and its kubelet plugin has
+exited, crashes at start, or was removed without its directory. The kubelet does not know
+the driver: pods whose claims it must prepare stay in ContainerCreating with the kubelet's
+"DRA driver NAME is not registered", and the node's devices of that driver are not
+published (its ResourceSlices are deleted a while after the driver is gone). Devices of the
+driver's vendor that no device plugin serves follow from this finding.`,
+	Remediation: "Find the driver's kubelet-plugin pod on this node and why it is not running: `kubectl get pods -A -o wide --field-selector spec.nodeName=NODE | grep -i NAME`, then `kubectl -n NAMESPACE describe pod POD` and `kubectl -n NAMESPACE logs POD --previous`; check its DaemonSet's node selector and tolerations (`kubectl get daemonsets -A | grep -i kubelet-plugin`). If the driver was removed for good, delete the directory.",
+	Facts:       "DriverDirs[i].NotRunning() (never when RegistryUnknown or a socket could not be tried)",
+}, {
 	Code:   "DRA_CLAIM_DRIVER_NOT_REGISTERED",
 	Status: "WARN",
 	Title:  "the kubelet holds prepared claims of a driver that is not registered",

@@ -228,6 +228,44 @@ func (d *DriverDir) Serving() bool {
 // driver.
 func (d *DriverDir) NotRegistered() bool { return d.Serving() && !d.Live && !d.RegistryUnknown }
 
+// NotRunning: the directory is a DRA driver's (it holds the service
+// socket ServiceSocketName, or is named for a DRA driver the vendor table
+// knows, and no other kind of driver's), every socket in it refuses
+// connections, and the registrations could be read and none names it:
+// the driver is installed (its DaemonSet made the directory and bound
+// the socket) and its kubelet plugin is not running. A directory that
+// some registration names is judged by that registration's finding; a
+// socket that could not be tried leaves it unknown.
+func (d *DriverDir) NotRunning() bool {
+	if d.RegistryUnknown || len(d.RegisteredBy) > 0 || len(d.Sockets) == 0 || !d.isDRA() {
+		return false
+	}
+	for _, s := range d.Sockets {
+		if s.Dial.Answer != kubelet.Refused {
+			return false
+		}
+	}
+	return true
+}
+
+// isDRA: the directory holds a DRA service socket, or is named for a DRA
+// driver of the vendor table and holds no CSI socket.
+func (d *DriverDir) isDRA() bool {
+	named := false
+	if _, ok := kubelet.VendorFor(d.Name); ok {
+		named = true
+	}
+	for _, s := range d.Sockets {
+		switch path.Base(s.Path) {
+		case ServiceSocketName:
+			return true
+		case "csi.sock":
+			return false
+		}
+	}
+	return named
+}
+
 // readDriverDirs lists the plugins directory and connects to the sockets
 // of each driver directory.
 func readDriverDirs(ctx context.Context, root *hostfs.Root, dir string, timeout time.Duration) ([]*DriverDir, error) {

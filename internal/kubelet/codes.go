@@ -176,16 +176,33 @@ of the directory. The kubelet removes only sockets when it starts, so it stays.`
 }, {
 	Code:   "KUBELET_NO_PLUGIN_FOR_ACCELERATOR",
 	Status: "FAIL",
-	Title:  "accelerators have a driver and device nodes but no device plugin serves them",
+	Title:  "accelerators have a driver and device nodes but neither a device plugin nor a DRA driver serves them",
 	Explain: `Layers 1-3 found devices bound to a driver with their nodes, and the node shows
-no trace of the plugin that advertises them: no socket named by the vendor plugin's
-convention, and the resource it registers (nvidia.com/gpu, amd.com/gpu,
-gpu.intel.com/i915 or xe, habana.ai/gaudi, aws.amazon.com/neuron...) is neither in the
-checkpoint's RegisteredDevices nor allocatable in PodResources. Pods asking for it are
-Pending with "Insufficient RESOURCE". A generic plugin under another resource name may
-serve them: the evidence lists every resource the node knows.`,
-	Remediation: "Deploy the vendor's device plugin DaemonSet (or the GPU operator) on this node and check that its pod runs here: `kubectl get pods -A -o wide --field-selector spec.nodeName=NODE`.",
-	Facts:       "PluginFor(driver): Known && len(Seen) == 0 && no answering socket",
+no trace of what hands them to pods: no socket named by the vendor device plugin's
+convention, the resource it registers (nvidia.com/gpu, amd.com/gpu, gpu.intel.com/i915 or
+xe, habana.ai/gaudi, aws.amazon.com/neuron...) neither in the checkpoint's
+RegisteredDevices nor allocatable in PodResources, and none of the vendor's DRA drivers
+(gpu.nvidia.com, gpu.amd.com, gpu.intel.com, gaudi.intel.com...) registered in
+plugins_registry. Pods asking for the resource are Pending with "Insufficient RESOURCE";
+pods with claims of the DRA driver stay Pending with no device to allocate. When the
+kubelet does not serve kubelet.sock, or the vendor's DRA driver is installed and down
+(DRA_DRIVER_NOT_RUNNING, DRA_REGISTRATION_DEAD...), this finding follows from that one. It
+is NOT_RUN when the registrations could not be read, or a registered DRA driver of no
+vendor known here may publish the devices (its ResourceSlices say). A generic plugin under
+another resource name may serve them: the evidence lists every resource the node knows.`,
+	Remediation: "Deploy one of the vendor's device plugin DaemonSet (or the GPU operator) or its DRA driver on this node, not both (both would advertise the same devices twice), and check that its pod runs here: `kubectl get pods -A -o wide --field-selector spec.nodeName=NODE`. Where a finding above is its cause, fix that one first.",
+	Facts:       "PluginFor(driver): Known && len(Seen) == 0 && no answering socket; and no VendorPlugin.DRADrivers entry Registered on the DRA side",
+}, {
+	Code:   "KUBELET_ACCELERATOR_SERVED_BY_DRA",
+	Status: "PASS",
+	Title:  "accelerators with no device plugin are served by their vendor's DRA driver",
+	Explain: `The node runs no device plugin for these devices, and a DRA driver of their vendor
+(gpu.nvidia.com for NVIDIA GPUs, gpu.amd.com for AMD, gpu.intel.com for Intel GPUs,
+gaudi.intel.com for Gaudi) answers GetInfo on its registration socket with a version the
+kubelet speaks, and its endpoint accepts connections: the node hands the devices out through
+ResourceClaims and needs no device plugin. Whether the driver publishes every one of these
+devices is in the node's ResourceSlices (` + "`kubectl get resourceslices --field-selector spec.nodeName=NODE`" + `), which this check does not read.`,
+	Facts: "no device plugin for the driver, and dra.Node.Registered(name) for a name in VendorPlugin.DRADrivers",
 }, {
 	Code:   "KUBELET_CHECKPOINT_CORRUPT",
 	Status: "FAIL",

@@ -1,6 +1,7 @@
 package kubelet
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/accel-doctor/accel-doctor/internal/lazyre"
@@ -19,6 +20,13 @@ type VendorPlugin struct {
 	Sockets []string
 	IDs     string // what its device IDs are
 	Source  string
+	// DRADrivers are the vendor's DRA drivers for these devices: the
+	// names their kubelet plugins register (plugins_registry) and
+	// publish ResourceSlices under. A node whose devices one of them
+	// serves needs no device plugin. DRASource cites where the names
+	// come from.
+	DRADrivers []string
+	DRASource  string
 }
 
 // VendorPlugins is the table, by driver. A node can run a plugin not
@@ -27,39 +35,49 @@ type VendorPlugin struct {
 // resource, and a driver whose row's resources are all absent from a node
 // may still be served under another name.
 var VendorPlugins = []VendorPlugin{{
-	Driver:    "nvidia",
-	Resources: []string{"nvidia.com/gpu", "nvidia.com/mig-<profile>"},
-	Plugin:    "NVIDIA/k8s-device-plugin",
-	Sockets:   []string{"nvidia-gpu.sock", "nvidia-mig-<profile>.sock"},
-	IDs:       `GPU UUIDs ("GPU-<uuid>"), MIG UUIDs ("MIG-<uuid>", or "MIG-GPU-<uuid>/<gi>/<ci>" before driver R470), with "::<n>" appended per replica when time-slicing or MPS shares a GPU; GPU indices with --device-id-strategy=index`,
-	Source:    `internal/plugin/server.go (socket: DevicePluginPath + "nvidia-" + <resource name after the slash> + ".sock"); internal/rm/devices.go (ID = UUID, AnnotatedID "<id>::<replica>")`,
+	Driver:     "nvidia",
+	Resources:  []string{"nvidia.com/gpu", "nvidia.com/mig-<profile>"},
+	Plugin:     "NVIDIA/k8s-device-plugin",
+	Sockets:    []string{"nvidia-gpu.sock", "nvidia-mig-<profile>.sock"},
+	IDs:        `GPU UUIDs ("GPU-<uuid>"), MIG UUIDs ("MIG-<uuid>", or "MIG-GPU-<uuid>/<gi>/<ci>" before driver R470), with "::<n>" appended per replica when time-slicing or MPS shares a GPU; GPU indices with --device-id-strategy=index`,
+	Source:     `internal/plugin/server.go (socket: DevicePluginPath + "nvidia-" + <resource name after the slash> + ".sock"); internal/rm/devices.go (ID = UUID, AnnotatedID "<id>::<replica>")`,
+	DRADrivers: []string{"gpu.nvidia.com", "compute-domain.nvidia.com"},
+	DRASource:  `NVIDIA's DRA driver for GPUs (kubernetes-sigs/dra-driver-nvidia-gpu, formerly NVIDIA/k8s-dra-driver-gpu): cmd/gpu-kubelet-plugin (DriverName "gpu.nvidia.com") and cmd/compute-domain-kubelet-plugin (DriverName "compute-domain.nvidia.com")`,
 }, {
-	Driver:    "amdgpu",
-	Resources: []string{"amd.com/gpu"},
-	Plugin:    "ROCm/k8s-device-plugin",
-	Sockets:   []string{"amd.com_gpu"},
-	IDs:       `PCI addresses of the GPUs ("0000:19:00.0"), "amdgpu_xcp_<n>" for compute partitions`,
-	Source:    `internal/pkg/manager/manager.go (kubevirt device-plugin-manager, namespace "amd.com"; its socket is DevicePluginPath + namespace + "_" + name); internal/pkg/amdgpu/amdgpu.go (GetAMDGPUs keys devices by the base name of /sys/module/amdgpu/drivers/pci:amdgpu/<BDF>)`,
+	Driver:     "amdgpu",
+	Resources:  []string{"amd.com/gpu"},
+	Plugin:     "ROCm/k8s-device-plugin",
+	Sockets:    []string{"amd.com_gpu"},
+	IDs:        `PCI addresses of the GPUs ("0000:19:00.0"), "amdgpu_xcp_<n>" for compute partitions`,
+	Source:     `internal/pkg/manager/manager.go (kubevirt device-plugin-manager, namespace "amd.com"; its socket is DevicePluginPath + namespace + "_" + name); internal/pkg/amdgpu/amdgpu.go (GetAMDGPUs keys devices by the base name of /sys/module/amdgpu/drivers/pci:amdgpu/<BDF>)`,
+	DRADrivers: []string{"gpu.amd.com"},
+	DRASource:  `ROCm/k8s-gpu-dra-driver (its kubelet plugin's driver name and DeviceClass "gpu.amd.com")`,
 }, {
-	Driver:    "i915",
-	Resources: []string{"gpu.intel.com/i915"},
-	Plugin:    "intel/intel-device-plugins-for-kubernetes (gpu_plugin)",
-	Sockets:   []string{"gpu.intel.com-i915.sock"},
-	IDs:       `"<DRM card>-<n>" ("card0-0"), n up to -shared-dev-num`,
-	Source:    `pkg/deviceplugin/server.go (socket: namespace + "-" + devType + ".sock"); cmd/gpu_plugin/gpu_plugin.go (devID := card name + "-" + i)`,
+	Driver:     "i915",
+	Resources:  []string{"gpu.intel.com/i915"},
+	Plugin:     "intel/intel-device-plugins-for-kubernetes (gpu_plugin)",
+	Sockets:    []string{"gpu.intel.com-i915.sock"},
+	IDs:        `"<DRM card>-<n>" ("card0-0"), n up to -shared-dev-num`,
+	Source:     `pkg/deviceplugin/server.go (socket: namespace + "-" + devType + ".sock"); cmd/gpu_plugin/gpu_plugin.go (devID := card name + "-" + i)`,
+	DRADrivers: []string{"gpu.intel.com"},
+	DRASource:  intelDRASource,
 }, {
-	Driver:    "xe",
-	Resources: []string{"gpu.intel.com/xe"},
-	Plugin:    "intel/intel-device-plugins-for-kubernetes (gpu_plugin)",
-	Sockets:   []string{"gpu.intel.com-xe.sock"},
-	IDs:       `"<DRM card>-<n>" ("card0-0")`,
-	Source:    `pkg/deviceplugin/server.go; cmd/gpu_plugin/gpu_plugin.go (the device type is the card's driver, i915 or xe)`,
+	Driver:     "xe",
+	Resources:  []string{"gpu.intel.com/xe"},
+	Plugin:     "intel/intel-device-plugins-for-kubernetes (gpu_plugin)",
+	Sockets:    []string{"gpu.intel.com-xe.sock"},
+	IDs:        `"<DRM card>-<n>" ("card0-0")`,
+	Source:     `pkg/deviceplugin/server.go; cmd/gpu_plugin/gpu_plugin.go (the device type is the card's driver, i915 or xe)`,
+	DRADrivers: []string{"gpu.intel.com"},
+	DRASource:  intelDRASource,
 }, {
-	Driver:    "habanalabs",
-	Resources: []string{"habana.ai/gaudi"},
-	Plugin:    "HabanaAI/gaudi-device-plugin",
-	IDs:       "not checked here",
-	Source:    "Intel Gaudi documentation, Kubernetes installation (the plugin exposes habana.ai/gaudi); its source is not in the stores searched",
+	Driver:     "habanalabs",
+	Resources:  []string{"habana.ai/gaudi"},
+	Plugin:     "HabanaAI/gaudi-device-plugin",
+	IDs:        "not checked here",
+	Source:     "Intel Gaudi documentation, Kubernetes installation (the plugin exposes habana.ai/gaudi); its source is not in the stores searched",
+	DRADrivers: []string{"gaudi.intel.com"},
+	DRASource:  intelDRASource,
 }, {
 	Driver:    "neuron",
 	Resources: []string{"aws.amazon.com/neuron", "aws.amazon.com/neuroncore", "aws.amazon.com/neurondevice"},
@@ -67,6 +85,19 @@ var VendorPlugins = []VendorPlugin{{
 	IDs:       "not checked here",
 	Source:    "AWS Neuron documentation, Neuron Device Plugin (it registers aws.amazon.com/neuron and aws.amazon.com/neuroncore; newer releases also aws.amazon.com/neurondevice)",
 }}
+
+// intelDRASource: Intel's DRA drivers share one repository.
+const intelDRASource = `intel/intel-resource-drivers-for-kubernetes: cmd/gpu-kubelet-plugin (driver "gpu.intel.com", for i915 and xe GPUs) and cmd/gaudi-kubelet-plugin (driver "gaudi.intel.com", for habanalabs Gaudi accelerators)`
+
+// VendorFor returns the row whose DRA drivers include name.
+func VendorFor(draDriver string) (VendorPlugin, bool) {
+	for _, v := range VendorPlugins {
+		if slices.Contains(v.DRADrivers, draDriver) {
+			return v, true
+		}
+	}
+	return VendorPlugin{}, false
+}
 
 // VendorPluginFor returns the row for a driver.
 func VendorPluginFor(driver string) (VendorPlugin, bool) {
