@@ -49,6 +49,7 @@ var scenarios = map[string]func(t *testing.T, n *node){
 	"empty-prepare":         emptyPrepare,
 	"unprepare-error":       unprepareError,
 	"wrong-type":            wrongType,
+	"dra-only-gpu-node":     draOnlyGPUNode,
 }
 
 // helpModes are the DRA modes `accel-doctor-kube plugin mock --help` lists
@@ -647,4 +648,66 @@ func wrongType(t *testing.T, n *node) {
 	if f := find(got, "DRA_REGISTRATION_OK", driver); f != nil {
 		t.Errorf("check --layer kube: a CSI-typed registration is no DRA registration: %+v", *f)
 	}
+}
+
+// draOnlyGPUNode: a node with eight NVIDIA GPUs (the committed fixture
+// host's sysfs, /proc and device manifest under the node's root) whose
+// GPUs a DRA driver of the vendor's name hands out, and no device plugin:
+// the kubelet's device manager serves kubelet.sock with nothing
+// registered. check finds nothing wrong and says the GPUs are served by
+// DRA. Then the driver dies with its sockets left behind: check names
+// the dead registration, and the GPUs follow from it; with the
+// registration gone too (the driver's directory and its dead dra.sock
+// left), check says the driver is installed and not running.
+func draOnlyGPUNode(t *testing.T, n *node) {
+	const nvidia = "gpu.nvidia.com"
+	if out, err := exec.Command("cp", "-a", "../../testdata/hosts/nvidia-h100x8/.", n.k.Root+"/").CombinedOutput(); err != nil {
+		t.Fatalf("copying the GPU host into the node's root: %v: %s", err, out)
+	}
+	p := n.startMock(nvidia, "healthy")
+	n.waitRegistered(p, nvidia, 1)
+	got, raw := n.check()
+	if b := bad(got); len(b) > 0 {
+		t.Errorf("check on a DRA-only GPU node: want no FAIL or WARN, got:\n%s\n%s", summarize(b), raw)
+	}
+	served := 0
+	for _, f := range got {
+		if f.Code == "KUBELET_ACCELERATOR_SERVED_BY_DRA" && f.Status == "PASS" && strings.Contains(f.Summary, nvidia) {
+			served++
+		}
+	}
+	if served != 8 {
+		t.Errorf("want the 8 GPUs served by %s; %d are:\n%s", nvidia, served, summarize(got))
+	}
+
+	n.killed[p] = true
+	if err := syscall.Kill(p.Pid(), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Wait(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	reg := filepath.Join(n.registry, nvidia+"-reg.sock")
+	assertCause := func(code, subject string) {
+		t.Helper()
+		got, raw := n.check()
+		if f := find(got, code, subject); f == nil || f.Status != "FAIL" {
+			t.Fatalf("want %s FAIL naming %s; got:\n%s\n%s", code, subject, summarize(got), raw)
+		}
+		follow := 0
+		for _, f := range got {
+			if f.Code == "KUBELET_NO_PLUGIN_FOR_ACCELERATOR" && f.Status == "FAIL" && f.CausedBy != nil && f.CausedBy.Code == code && f.CausedBy.Subject == subject {
+				follow++
+			}
+		}
+		if follow != 8 {
+			t.Errorf("want the 8 GPUs no plugin serves to follow from %s %s; %d do:\n%s", code, subject, follow, raw)
+		}
+	}
+	assertCause("DRA_REGISTRATION_DEAD", nvidia+"-reg.sock")
+	if err := os.Remove(reg); err != nil {
+		t.Fatal(err)
+	}
+	n.waitDeregistered(nvidia)
+	assertCause("DRA_DRIVER_NOT_RUNNING", nvidia)
 }

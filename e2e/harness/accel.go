@@ -265,6 +265,11 @@ type Finding struct {
 	Subject string `json:"subject"`
 	Summary string `json:"summary"`
 	Reason  string `json:"reason"`
+	// CausedBy names the finding this one follows from, when it does.
+	CausedBy *struct {
+		Code    string `json:"code"`
+		Subject string `json:"subject"`
+	} `json:"caused_by"`
 }
 
 // Run runs bin ARGS to its end and returns what it wrote and its exit
