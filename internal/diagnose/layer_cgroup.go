@@ -245,7 +245,9 @@ func checkCgroupMode(e *Env, out *Out) {
 	if p.V2Applies {
 		ev = append(ev, Ev(orElse(p.V2Dir, p.Mounts.Unified), "cgroup2; target at "+placeNote(p.V2Path, p.V2Shown, p.Resolved)))
 	}
-	out.Add(CodeCgroupMode, report.Pass, "host", fmt.Sprintf("cgroup %s; judging %s", p.Mounts.Mode, targetName(e)), ev...)
+	// The mode is what the device checks judge by, not a judgement of
+	// a device: it never makes layer 4 PASS by itself.
+	out.Add(CodeCgroupMode, report.Pass, "host", fmt.Sprintf("cgroup %s; judging %s", p.Mounts.Mode, targetName(e)), ev...).AsContext()
 }
 
 func orElse(a, b string) string {

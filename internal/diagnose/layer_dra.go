@@ -315,7 +315,7 @@ func (e *Env) judgeDRAState(out *Out, n *dra.Node) {
 	}
 	if n.WrittenBeforeBoot {
 		out.Add("DRA_STATE_FROM_EARLIER_BOOT", report.Pass, "dra_manager_state", "the kubelet's DRA state was written before this boot",
-			Ev(n.StatePath+" (mtime)", n.StateModTime.UTC().String()), Ev(dra.ProcStat+" btime", n.BootTime.UTC().String()))
+			Ev(n.StatePath+" (mtime)", n.StateModTime.UTC().String()), Ev(dra.ProcStat+" btime", n.BootTime.UTC().String())).AsContext()
 	}
 }
 

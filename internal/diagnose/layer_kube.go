@@ -346,7 +346,7 @@ func judgeCheckpoint(e *Env, out *Out, n *kubelet.Node) {
 	}
 	if n.BootIDDiffers {
 		out.Add("KUBELET_NODE_REBOOTED", report.Pass, "kubelet_internal_checkpoint", "the node rebooted since the kubelet last wrote its checkpoint",
-			Ev(n.CheckpointPath+" BootID", cp.BootID), Ev(kubelet.BootIDPath, n.BootID))
+			Ev(n.CheckpointPath+" BootID", cp.BootID), Ev(kubelet.BootIDPath, n.BootID)).AsContext()
 	}
 	for _, d := range n.Devices {
 		if d.BDF != "" && !e.WantDevice(d.BDF) {

@@ -95,3 +95,30 @@ func TestCausesThatExplainNothing(t *testing.T) {
 		})
 	}
 }
+
+// A PASS that is context (a mode detected) does not make its layer PASS:
+// alone it leaves the layer with nothing judged.
+func TestContextIsNotAVerdict(t *testing.T) {
+	mode := Finding{Check: "cgroup.mode", Code: "CGROUP_MODE", Layer: LayerCgroup, Status: Pass, Subject: "host", Summary: "cgroup v2", Context: true}
+	pci := Finding{Check: "pci", Code: "PCI_OK", Layer: LayerPCI, Status: Pass, Subject: "host", Summary: "looked"}
+	r := &Report{Layers: []Layer{LayerPCI, LayerCgroup}, Findings: []Finding{pci, mode}}
+	r.Decide()
+	if r.Verdict.Status != Pass || r.Verdict.Summary != "PASS for layer 1; nothing to judge in layer 4" {
+		t.Errorf("verdict %s %q", r.Verdict.Status, r.Verdict.Summary)
+	}
+	if o := r.Verdict.Outcomes[1]; o.Status != "" || o.Judged != 0 {
+		t.Errorf("layer 4 outcome %+v, want nothing judged", o)
+	}
+	r = &Report{Layers: []Layer{LayerCgroup}, Findings: []Finding{mode}}
+	r.Decide()
+	if r.Verdict.Status != NotRun {
+		t.Errorf("a run of context only: %s %q, want NOT_RUN", r.Verdict.Status, r.Verdict.Summary)
+	}
+	judged := mode
+	judged.Context = false
+	r = &Report{Layers: []Layer{LayerCgroup}, Findings: []Finding{judged}}
+	r.Decide()
+	if r.Verdict.Status != Pass {
+		t.Errorf("a judged PASS: %s", r.Verdict.Status)
+	}
+}

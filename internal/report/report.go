@@ -104,6 +104,16 @@ type Finding struct {
 	// one fixes or changes this one. Renderers show a consequence under
 	// its cause, and the verdict names the cause.
 	CausedBy *Cause `json:"caused_by,omitempty"`
+	// Context marks a PASS that states a fact the layer's other checks
+	// rest on (the cgroup mode detected, the node rebooted) without
+	// judging a device, node or policy: it does not make its layer PASS.
+	Context bool `json:"context,omitempty"`
+}
+
+// AsContext marks f as context (see Finding.Context) and returns it.
+func (f *Finding) AsContext() *Finding {
+	f.Context = true
+	return f
 }
 
 // Cause names the finding another follows from.
@@ -207,7 +217,7 @@ type LayerOutcome struct {
 	// when one of its checks crashed (CodeCrashed) and none FAILed; ""
 	// when the layer had nothing to judge (no accelerator for layers 2-3).
 	Status Status `json:"status,omitempty"`
-	Judged int    `json:"judged"`  // findings that are PASS, WARN or FAIL
+	Judged int    `json:"judged"`  // findings that are PASS (not context), WARN or FAIL
 	NotRun int    `json:"not_run"` // findings that are NOT_RUN
 	// Reason is why the layer could not be judged, when it could not at
 	// all: the reasons of its NOT_RUN findings.
@@ -377,6 +387,9 @@ func (r *Report) outcomes() []LayerOutcome {
 				seen[f.Layer][f.Reason]++
 			}
 			continue
+		}
+		if f.Context && f.Status == Pass {
+			continue // a fact, not a judgement: the layer is not PASS by it
 		}
 		o.Judged++
 		if o.Status == "" || f.Status.Worse(o.Status) {
