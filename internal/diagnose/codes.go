@@ -32,7 +32,7 @@ the stack trace.`,
 
 // catalogs is the explicit list of every layer's codes.
 func catalogs() [][]Code {
-	return [][]Code{coreCodes, pciCodes, driverCodes, devnodeCodes, cgroupCodes, containerCodes, runtimeCodes(), cdiCodes(), probeCodes(), iommuCodes(), pciConfigCodes(), vfioCodes(), kubeCodes(), draCodes()}
+	return [][]Code{coreCodes, pciCodes, driverCodes, devnodeCodes, cgroupCodes, nodeCDICodes, containerCodes, runtimeCodes(), cdiCodes(), probeCodes(), iommuCodes(), pciConfigCodes(), vfioCodes(), kubeCodes(), draCodes()}
 }
 
 // Codes returns the whole catalog, sorted by code.
@@ -74,6 +74,7 @@ func Registry() []Check {
 	all = append(all, driverChecks()...)
 	all = append(all, devnodeChecks()...)
 	all = append(all, cgroupChecks()...)
+	all = append(all, nodeCDICheck())
 	all = append(all, kubeCheck(), draCheck())
 	all = append(all, iommuChecks()...)
 	all = append(all, vfioCheck())

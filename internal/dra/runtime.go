@@ -90,15 +90,12 @@ func criRuntime(rt *cdi.Runtime, criDockerd bool) bool {
 	return false
 }
 
-// readRuntimeCDI judges the CRI runtimes among rts (cdi.FindRuntimes of
-// the root) against the drivers' spec versions in reg.
-func (n *Node) readRuntimeCDI(reg *cdi.Registry, rts []*cdi.Runtime) {
-	drivers := n.ActiveDrivers()
-	if len(drivers) == 0 {
-		return
-	}
-	rc := &RuntimeCDI{Drivers: drivers}
-	n.RuntimeCDI = rc
+// NewRuntimeCDI is the CRI runtimes among rts (cdi.FindRuntimes of the
+// root) to judge for the given consumers of CDI devices (DRA drivers, or
+// any other names the caller gives Specs for), with what reg says of the
+// spec directories' readability. The caller adds the consumers' Specs.
+func NewRuntimeCDI(consumers []string, rts []*cdi.Runtime, reg *cdi.Registry) *RuntimeCDI {
+	rc := &RuntimeCDI{Drivers: consumers}
 	criDockerd := false
 	for _, rt := range rts {
 		criDockerd = criDockerd || rt.Name == "cri-dockerd"
@@ -128,20 +125,37 @@ func (n *Node) readRuntimeCDI(reg *cdi.Registry, rts []*cdi.Runtime) {
 			break
 		}
 	}
+	return rc
+}
+
+// AddSpec adds sf as a spec of consumer (once per file and consumer).
+func (rc *RuntimeCDI) AddSpec(consumer string, sf *cdi.SpecFile, by string) {
+	if sf == nil || sf.Spec == nil {
+		return
+	}
+	for _, sp := range rc.Specs {
+		if sp.Driver == consumer && sp.Spec == sf.Path {
+			return
+		}
+	}
+	rc.Specs = append(rc.Specs, DriverSpec{Driver: consumer, Spec: sf.Path, Version: strings.TrimPrefix(sf.Version(), "v"), By: by})
+}
+
+// readRuntimeCDI judges the CRI runtimes among rts (cdi.FindRuntimes of
+// the root) against the drivers' spec versions in reg.
+func (n *Node) readRuntimeCDI(reg *cdi.Registry, rts []*cdi.Runtime) {
+	drivers := n.ActiveDrivers()
+	if len(drivers) == 0 {
+		return
+	}
+	rc := NewRuntimeCDI(drivers, rts, reg)
+	n.RuntimeCDI = rc
 	// A spec is the driver's when a prepared claim's CDI ID resolves to
 	// it, or its vendor is the driver's name (draSpecOwners). A spec
 	// that parses but that our library rejects (a cdiVersion newer than
 	// it knows) is still the driver's by its vendor: its version is
 	// what the runtime is judged against.
-	seen := map[string]bool{}
-	add := func(drv string, sf *cdi.SpecFile, by string) {
-		k := drv + "\x00" + sf.Path
-		if seen[k] || sf.Spec == nil {
-			return
-		}
-		seen[k] = true
-		rc.Specs = append(rc.Specs, DriverSpec{Driver: drv, Spec: sf.Path, Version: strings.TrimPrefix(sf.Version(), "v"), By: by})
-	}
+	add := rc.AddSpec
 	for name, o := range draSpecOwners(reg, n.State, drivers) {
 		if d := reg.Devices[name]; d != nil {
 			add(o.driver, d.Spec, o.by)

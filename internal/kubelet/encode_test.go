@@ -27,3 +27,22 @@ func TestEncodeCheckpoint(t *testing.T) {
 		t.Fatalf("round trip: %+v", got)
 	}
 }
+
+// A Response given to EncodeCheckpoint reads back as the kubelet's
+// decoder of the AllocateResponse reads it.
+func TestEncodeCheckpointKeepsTheResponse(t *testing.T) {
+	cp := &Checkpoint{Entries: []Allocation{{PodUID: "p", Container: "c", Resource: "nvidia.com/gpu", DeviceIDs: []string{"GPU-0"},
+		Response: &AllocSummary{CDIDevices: []string{"nvidia.com/gpu=0"}, DeviceNodes: []string{"/dev/nvidia0"}}}}}
+	b, err := EncodeCheckpoint(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := ParseCheckpoint(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := got.Entries[0].Response
+	if !got.ChecksumOK || r == nil || len(r.CDIDevices) != 1 || r.CDIDevices[0] != "nvidia.com/gpu=0" || len(r.DeviceNodes) != 1 || r.DeviceNodes[0] != "/dev/nvidia0" {
+		t.Fatalf("read back %+v (checksum ok %v)", r, got.ChecksumOK)
+	}
+}
