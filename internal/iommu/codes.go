@@ -209,7 +209,7 @@ namespace).`,
 	Remediation: "Check `ls -l /dev/vfio/` against /sys/class/vfio/N/dev; recreate a missing node by rebinding the device (`echo BDF > /sys/bus/pci/drivers/vfio-pci/unbind`, then `echo BDF > /sys/bus/pci/drivers/vfio-pci/bind`) or with `udevadm trigger --subsystem-match=vfio`; give it to the VM's user with `chown USER /dev/vfio/N` (libvirt and KubeVirt do this themselves when they own the VM).",
 }, {
 	Code:   "VFIO_MEMLOCK_LOW",
-	Status: "FAIL when the soft RLIMIT_MEMLOCK is below the guest memory and the process lacks CAP_IPC_LOCK in the initial user namespace; WARN when it covers the guest memory but not guest memory plus the BARs",
+	Status: "FAIL when the process lacks CAP_IPC_LOCK in the initial user namespace and its soft RLIMIT_MEMLOCK is below the least any guest of it pins (whatever the guest's size) or below the guest memory; WARN when it covers the guest memory but not guest memory plus the BARs; PASS when unlimited, covering, or CAP_IPC_LOCK exempts it; NOT_RUN when the limit or the capability could not be read, or the guest's size is needed and not known",
 	Title:  "the process's locked-memory limit is below what VFIO pins for it",
 	Explain: `Mapping memory for a device's DMA pins it. VFIO type1 charges every pinned RAM page
 to the process's locked memory and past the soft RLIMIT_MEMLOCK fails
@@ -219,8 +219,12 @@ the kernel logs "vfio_pin_pages_remote: RLIMIT_MEMLOCK (N) exceeded" and QEMU
 way, charging the user's locked memory, shared by all of that user's processes
 (drivers/iommu/iommufd/pages.c). A QEMU guest's whole memory (-m) is mapped at start.
 The assigned devices' BARs are mapped too but not charged (MMIO, not RAM); libvirt
-budgets 1 GiB over the guest memory for them. The evidence gives the limit, the guest
-memory, each device's memory BARs and the sums.`,
+budgets 1 GiB over the guest memory for them. Some limits are short whatever the
+guest: the kernel counts the limit in pages, so one under a page pins nothing, and a
+QEMU running x86 guests pins at least 72 KiB (8 KiB of RAM, the least QEMU accepts,
+and 64 KiB of firmware mapped as RAM). Below that the guest's size is not needed.
+The evidence gives the limit, the guest memory, each device's memory BARs and the
+sums.`,
 	Remediation: "Raise the limit of the process: now, `prlimit --pid PID --memlock=BYTES:BYTES` (as root); for a systemd service, LimitMEMLOCK= in a drop-in (`systemctl edit UNIT`); for a Docker container, `docker run --ulimit memlock=-1:-1`; libvirt sets it for a guest with host devices (guest memory + 1 GiB) unless the domain's memtune hard_limit is lower. Or give the process CAP_IPC_LOCK in the initial user namespace.",
 }, {
 	Code:   "VFIO_NO_IPC_LOCK",
