@@ -84,7 +84,11 @@ func bindingsEvidence(bs []iommu.Binding) []report.Evidence {
 // many problems it found.
 func judgeVFIOHost(e *Env, out *Out, v *iommu.VFIO, meant []iommu.Binding) int {
 	n := 0
-	if m := v.Module("vfio_pci"); m != nil && m.State != iommu.ModuleLoaded && m.State != iommu.ModuleBuiltIn {
+	// vfio-pci registered answers the module's question, whatever
+	// /sys/module shows (a capture without it, a built-in driver).
+	registered := vfioPCIRegistered(v)
+	moduleMissing := false
+	if m := v.Module("vfio_pci"); m != nil && m.State != iommu.ModuleLoaded && m.State != iommu.ModuleBuiltIn && !registered {
 		if m.State == iommu.ModuleUnknown {
 			reason := orElse(m.Evidence, "/sys/module not readable")
 			why := e.missing(reason, m.Path)
@@ -94,14 +98,32 @@ func judgeVFIOHost(e *Env, out *Out, v *iommu.VFIO, meant []iommu.Binding) int {
 			out.NotRun(codeVFIOModule, "host", "whether vfio-pci is loaded is not known", why, Ev(m.Path, m.Evidence))
 		} else {
 			out.Add(codeVFIOModule, report.Fail, "host", "vfio-pci is neither loaded nor built in, and devices are meant for it", Ev(m.Path, m.Evidence))
+			moduleMissing = true
 			n++
 		}
 	}
+	// A device cannot be bound to vfio-pci while DMA remapping is off:
+	// vfio-pci's probe finds no IOMMU group and fails (drivers/vfio/
+	// group.c, vfio_group_find_or_alloc), unless the unsafe no-IOMMU mode
+	// is on. So every device meant for VFIO and not on it follows from the
+	// IOMMU state's finding; with the IOMMU on, one that waits with no
+	// driver for vfio-pci follows from the module's absence.
+	off := ""
+	if v.NoIOMMU != iommu.Yes {
+		off = iommuUnavailable(e.IOMMU())
+	}
 	for _, b := range meant {
-		if !b.VFIO {
-			out.Add(codeVFIONotBound, report.Fail, b.Address.String(), fmt.Sprintf("%s is meant for passthrough but bound to %s", b.Address, orElse(b.Driver, "no driver")), bindingsEvidence([]iommu.Binding{b})...)
-			n++
+		if b.VFIO {
+			continue
 		}
+		f := out.Add(codeVFIONotBound, report.Fail, b.Address.String(), fmt.Sprintf("%s is meant for passthrough but bound to %s", b.Address, orElse(b.Driver, "no driver")), bindingsEvidence([]iommu.Binding{b})...)
+		switch {
+		case off != "":
+			f.Follows(off, "host")
+		case moduleMissing && b.Driver == "" && b.DriverErr == nil:
+			f.Follows(codeVFIOModule, "host")
+		}
+		n++
 	}
 	c := v.Container
 	switch {
@@ -125,6 +147,22 @@ func judgeVFIOHost(e *Env, out *Out, v *iommu.VFIO, meant []iommu.Binding) int {
 		}
 	}
 	return n
+}
+
+// vfioPCIRegistered reports whether the host shows vfio-pci's driver
+// registered, whatever /sys/module says: its directory under
+// /sys/bus/pci/drivers exists (it does only while the driver is
+// registered, drivers/base/bus.c), or a function is bound to it.
+func vfioPCIRegistered(v *iommu.VFIO) bool {
+	if v.Driver == iommu.Yes {
+		return true
+	}
+	for _, b := range v.Bindings {
+		if b.Driver == "vfio-pci" {
+			return true
+		}
+	}
+	return false
 }
 
 // guestInput is what the memory check needs when the guest's size is not
