@@ -221,7 +221,7 @@ func checkIOMMUState(e *Env, out *Out) {
 		out.NotRun(codeGroupsUnknown, "host", "whether the IOMMU is on is not known", e.iommuWhy(s), ev...)
 		return
 	case code == codeIOMMUAbsent && meant:
-		out.Add(codeIOMMUAbsent, st, "host", "no IOMMU group and no IOMMU described: nothing here can be handed to VFIO", ev...)
+		out.Add(codeIOMMUAbsent, st, "host", "no IOMMU group, and nothing describes an IOMMU (firmware with VT-d or AMD-Vi disabled lists none): nothing here can be handed to VFIO", ev...)
 	case code == codeIOMMUAbsent:
 		fw := "the firmware describes none"
 		if s.Firmware.Describes() != iommu.No {
