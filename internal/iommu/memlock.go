@@ -215,7 +215,7 @@ func (m *Memlock) comm(root *hostfs.Root) string {
 
 // hostX86 reports whether the firmware's tables say the host is an x86
 // machine: a DMAR (Intel VT-d) or IVRS (AMD-Vi) table exists only there.
-// No says nothing but that neither table is listed.
+// false says only that neither table is listed.
 func hostX86(root *hostfs.Root) bool {
 	return root.Exists(path.Join(TablesDir, SigDMAR)) || root.Exists(path.Join(TablesDir, SigIVRS))
 }
