@@ -36,11 +36,18 @@ VFIO_IOMMU_MAP_DMA beyond it without CAP_IPC_LOCK) and who else holds its
 groups (EBUSY, EPERM).
 
 Unlike 'check' (which judges only groups someone set up for passthrough),
-every accelerator is judged as meant for passthrough here. It is read-only.
+every accelerator is judged as meant for passthrough here, so an IOMMU that
+is off, or that nothing describes, is a FAIL (check WARNs unless the host is
+configured for VFIO), and the findings that follow from it (devices that
+cannot be bound to vfio-pci) are listed under it as its consequences. The
+locked-memory limit is judged without the guest's size where it does not
+matter: CAP_IPC_LOCK or no limit covers any guest, and a limit below what
+any guest pins (72 KiB for a QEMU running x86 guests) covers none. It is
+read-only.
 Exit status: 0 no FAIL; 1 a group that holds an accelerator is not viable,
-the IOMMU is off or absent while the host means a device for VFIO, or a VFIO
-fault (module, binding, node, locked-memory limit, a group held by another
-process); 2 nothing could be judged, or a usage error.`,
+the IOMMU is off or absent, or a VFIO fault (module, binding, node,
+locked-memory limit, a group held by another process); 2 nothing could be
+judged, or a usage error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			root, source, cleanup, err := g.openHost(snapshot)

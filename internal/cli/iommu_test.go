@@ -2,6 +2,8 @@ package cli
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -48,13 +50,109 @@ func TestIOMMUCommand(t *testing.T) {
 			t.Errorf("%s: exit %d, want %d", c.host, code, c.code)
 		}
 	}
-	out, _, code := run(t, "iommu")
-	if code != 0 || !strings.Contains(out, "Verdict: PASS") {
-		t.Errorf("live: exit %d\n%s", code, out)
+	// Live: iommu asks for passthrough, so a machine without an IOMMU
+	// (the VM the tests run on: no group, no DMAR or IVRS table) is the
+	// FAIL IOMMU_ABSENT, exit 1; check, which asks for nothing, WARNs.
+	// A machine with groups has IOMMU_ON instead.
+	if groups, err := os.ReadDir("/sys/kernel/iommu_groups"); err == nil && len(groups) == 0 {
+		out, _, code := run(t, "iommu")
+		if code != 1 || !strings.Contains(out, "FAIL IOMMU_ABSENT") {
+			t.Errorf("live iommu without an IOMMU: exit %d\n%s", code, out)
+		}
+		out, _, code = run(t, "check", "--layer", "pci,iommu")
+		if code != 0 || !strings.Contains(out, "WARN IOMMU_ABSENT") || !strings.Contains(out, "unknown whether this platform has an IOMMU") {
+			t.Errorf("live check without an IOMMU: exit %d\n%s", code, out)
+		}
+	} else if len(groups) > 0 {
+		out, _, _ := run(t, "iommu", "-o", "json")
+		if !strings.Contains(out, `"IOMMU_ON"`) {
+			t.Errorf("live iommu with %d groups:\n%s", len(groups), out)
+		}
 	}
 	for _, bad := range [][]string{{"--pid", "999999999"}, {"--pid", "1", "--guest-memory", "lots"}} {
 		if _, stderr, code := run(t, append([]string{"iommu"}, bad...)...); code != 2 || stderr == "" {
 			t.Errorf("iommu %v: exit %d, stderr %q; want a usage error", bad, code, stderr)
 		}
+	}
+}
+
+// The cause first: on the iommu-off-sm-on tree the text lists IOMMU_OFF,
+// then the device that cannot be bound to vfio-pci under it, and the
+// verdict names the cause; the JSON says the same (caused_by, cause).
+func TestIOMMUCommandCauseFirst(t *testing.T) {
+	out, _, code := run(t, "iommu", "--root", hosts+"iommu-off-sm-on")
+	iOff := strings.Index(out, "FAIL IOMMU_OFF")
+	iBound := strings.Index(out, "FAIL VFIO_DEVICE_NOT_BOUND")
+	if code != 1 || iOff < 0 || iBound < iOff || !strings.Contains(out, "\n    FAIL VFIO_DEVICE_NOT_BOUND") ||
+		!strings.Contains(out, "the cause: IOMMU_OFF host (1 finding(s) follow from it)") {
+		t.Errorf("exit %d; the cause is not first, or its consequence not under it:\n%s", code, out)
+	}
+	js, _, _ := run(t, "iommu", "--root", hosts+"iommu-off-sm-on", "-o", "json")
+	var rep report.Report
+	if err := json.Unmarshal([]byte(js), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Verdict.Cause == nil || *rep.Verdict.Cause != (report.Cause{Code: "IOMMU_OFF", Subject: "host"}) {
+		t.Errorf("verdict cause %+v", rep.Verdict.Cause)
+	}
+	for _, f := range rep.Findings {
+		if f.Code == "VFIO_DEVICE_NOT_BOUND" && (f.CausedBy == nil || f.CausedBy.Code != "IOMMU_OFF") {
+			t.Errorf("%s: caused_by %+v", f.Subject, f.CausedBy)
+		}
+	}
+}
+
+// --pid over a copy of the gpu4-switch-acs tree: QEMU with 64 KiB of
+// RLIMIT_MEMLOCK and no CAP_IPC_LOCK cannot pin any guest, a FAIL without
+// --guest-memory; the tree's own 8 MiB needs the guest's size (NOT_RUN,
+// exit 0 as nothing FAILs); limits that do not parse are NOT_RUN.
+func TestIOMMUCommandMemlockFloor(t *testing.T) {
+	for _, c := range []struct {
+		name, limits string
+		code         int
+		want         string
+	}{
+		{"64 KiB", "65536                65536               ", 1, "VFIO_MEMLOCK_LOW FAIL"},
+		{"8 MiB", "", 0, "VFIO_MEMLOCK_LOW NOT_RUN"},
+		{"garbage", "garbage", 0, "VFIO_MEMLOCK_LOW NOT_RUN"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := filepath.Join(t.TempDir(), "host")
+			if err := os.CopyFS(root, os.DirFS(hosts+"gpu4-switch-acs")); err != nil {
+				t.Skipf("the tree cannot be copied here: %v", err)
+			}
+			lp := filepath.Join(root, "proc/5150/limits")
+			b, err := os.ReadFile(lp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch c.limits {
+			case "":
+			case "garbage":
+				b = []byte("Max locked memory lots\n")
+			default:
+				b = []byte(strings.Replace(string(b), "8388608              8388608             ", c.limits, 1))
+			}
+			if err := os.WriteFile(lp, b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out, stderr, code := run(t, "iommu", "--root", root, "--pid", "5150", "-o", "json")
+			var rep report.Report
+			if err := json.Unmarshal([]byte(out), &rep); err != nil {
+				t.Fatalf("%v: %s", err, stderr)
+			}
+			var got []string
+			for _, f := range rep.Findings {
+				if f.Code == "VFIO_MEMLOCK_LOW" {
+					got = append(got, f.Code+" "+string(f.Status))
+					if f.Status == report.NotRun && f.Reason == "" {
+						t.Errorf("NOT_RUN without a reason: %+v", f)
+					}
+				}
+			}
+			if len(got) != 1 || got[0] != c.want || code != c.code {
+				t.Errorf("exit %d, %v; want %d, %s", code, got, c.code, c.want)
+			}
+		})
 	}
 }

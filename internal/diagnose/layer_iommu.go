@@ -145,6 +145,51 @@ func (e *Env) vfioBound() (string, bool) {
 	return "", false
 }
 
+// passthroughAsked says whether passthrough is asked of this host, and
+// by what: the iommu command (Options.Passthrough, with or without a
+// process given with --pid), or the host's own VFIO configuration: a
+// function bound to or meant for a VFIO driver (vfioBound), vfio-pci ids
+// on the command line or in modprobe.d even when no function here
+// matches them, a modprobe.d softdep that loads vfio-pci before a host
+// driver. With passthrough asked, an IOMMU that is off or absent is the
+// FAIL that the VFIO findings follow from.
+func (e *Env) passthroughAsked() (string, bool) {
+	if why, ok := e.vfioBound(); ok {
+		return why, true
+	}
+	if v := e.VFIO(); v != nil {
+		for _, src := range v.IDs {
+			if len(src.IDs) > 0 {
+				return "vfio-pci ids " + src.Raw + " (" + src.From + ")", true
+			}
+		}
+		if len(v.Softdeps) > 0 {
+			return v.Softdeps[0].String(), true
+		}
+	}
+	switch {
+	case e.Opts.Passthrough && e.Opts.PID > 0:
+		return fmt.Sprintf("asked (accel-doctor iommu --pid %d)", e.Opts.PID), true
+	case e.Opts.Passthrough:
+		return "asked (accel-doctor iommu)", true
+	}
+	return "", false
+}
+
+// iommuUnavailable is the code of the state finding when DMA remapping
+// is off (IOMMU_OFF, or IOMMU_ABSENT when nothing describes an IOMMU);
+// "" when it is on or not known. The VFIO findings that follow from it
+// name it as their cause.
+func iommuUnavailable(s *iommu.State) string {
+	switch {
+	case s == nil || s.On != iommu.No:
+		return ""
+	case s.Vendor == "" && len(s.Units) == 0:
+		return codeIOMMUAbsent
+	}
+	return codeIOMMUOff
+}
+
 func reasonsEvidence(s *iommu.State) []report.Evidence {
 	var ev []report.Evidence
 	for _, r := range s.Reasons {
@@ -156,27 +201,41 @@ func reasonsEvidence(s *iommu.State) []report.Evidence {
 func checkIOMMUState(e *Env, out *Out) {
 	s := e.IOMMU()
 	ev := reasonsEvidence(s)
-	bound, meant := e.vfioBound()
-	if meant || e.Opts.Passthrough {
-		ev = append(ev, Ev("", "meant for passthrough: "+orElse(bound, "asked (accel-doctor iommu)")))
+	asked, meant := e.passthroughAsked()
+	if meant {
+		ev = append(ev, Ev("", "meant for passthrough: "+asked))
 	}
-	switch {
+	// A finding that is the cause of the VFIO ones (iommuUnavailable):
+	// with passthrough asked it is the FAIL; without, the host is not
+	// judged for passthrough and an IOMMU that is off or not described
+	// is worth a WARN, never a PASS (virt-host-validate likewise warns
+	// that it is unknown whether the platform has IOMMU support).
+	st := report.Warn
+	if meant {
+		st = report.Fail
+	}
+	switch code := iommuUnavailable(s); {
 	case s.On == iommu.Yes:
 		out.Add(codeIOMMUOn, report.Pass, "host", fmt.Sprintf("%s on: %d IOMMU group(s)", orElse(s.Vendor, "IOMMU"), len(s.Groups)), ev...)
 	case s.On == iommu.Unknown:
 		out.NotRun(codeGroupsUnknown, "host", "whether the IOMMU is on is not known", e.iommuWhy(s), ev...)
 		return
+	case code == codeIOMMUAbsent && meant:
+		out.Add(codeIOMMUAbsent, st, "host", "no IOMMU group, and nothing describes an IOMMU (firmware with VT-d or AMD-Vi disabled lists none): nothing here can be handed to VFIO", ev...)
+	case code == codeIOMMUAbsent:
+		fw := "the firmware describes none"
+		if s.Firmware.Describes() != iommu.No {
+			fw = "the firmware's tables could not be read"
+		}
+		out.Add(codeIOMMUAbsent, st, "host", "unknown whether this platform has an IOMMU: "+fw+" and the kernel made no group", ev...)
 	case s.Vendor == "":
-		st := report.Pass
-		if meant {
-			st = report.Fail
+		var names []string
+		for _, u := range s.Units {
+			names = append(names, u.Name)
 		}
-		out.Add(codeIOMMUAbsent, st, "host", "no IOMMU: the firmware describes none and the kernel made no group", ev...)
+		ev = append(ev, Ev(iommu.ClassDir, "lists the IOMMU units "+strings.Join(names, ", ")+", yet the kernel created no IOMMU group"))
+		out.Add(codeIOMMUOff, st, "host", "the kernel registered IOMMU unit(s) "+strings.Join(names, ", ")+", but DMA remapping is off (no IOMMU group)", ev...)
 	default:
-		st := report.Warn
-		if meant {
-			st = report.Fail
-		}
 		out.Add(codeIOMMUOff, st, "host", s.Vendor+" described by the firmware, but DMA remapping is off (no IOMMU group)", ev...)
 	}
 	c := s.Cmdline

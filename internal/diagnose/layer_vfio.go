@@ -84,7 +84,11 @@ func bindingsEvidence(bs []iommu.Binding) []report.Evidence {
 // many problems it found.
 func judgeVFIOHost(e *Env, out *Out, v *iommu.VFIO, meant []iommu.Binding) int {
 	n := 0
-	if m := v.Module("vfio_pci"); m != nil && m.State != iommu.ModuleLoaded && m.State != iommu.ModuleBuiltIn {
+	// vfio-pci registered answers the module's question, whatever
+	// /sys/module shows (a capture without it, a built-in driver).
+	registered := vfioPCIRegistered(v)
+	moduleMissing := false
+	if m := v.Module("vfio_pci"); m != nil && m.State != iommu.ModuleLoaded && m.State != iommu.ModuleBuiltIn && !registered {
 		if m.State == iommu.ModuleUnknown {
 			reason := orElse(m.Evidence, "/sys/module not readable")
 			why := e.missing(reason, m.Path)
@@ -94,14 +98,32 @@ func judgeVFIOHost(e *Env, out *Out, v *iommu.VFIO, meant []iommu.Binding) int {
 			out.NotRun(codeVFIOModule, "host", "whether vfio-pci is loaded is not known", why, Ev(m.Path, m.Evidence))
 		} else {
 			out.Add(codeVFIOModule, report.Fail, "host", "vfio-pci is neither loaded nor built in, and devices are meant for it", Ev(m.Path, m.Evidence))
+			moduleMissing = true
 			n++
 		}
 	}
+	// A device cannot be bound to vfio-pci while DMA remapping is off:
+	// vfio-pci's probe finds no IOMMU group and fails (drivers/vfio/
+	// group.c, vfio_group_find_or_alloc), unless the unsafe no-IOMMU mode
+	// is on. So every device meant for VFIO and not on it follows from the
+	// IOMMU state's finding; with the IOMMU on, one that waits with no
+	// driver for vfio-pci follows from the module's absence.
+	off := ""
+	if v.NoIOMMU != iommu.Yes {
+		off = iommuUnavailable(e.IOMMU())
+	}
 	for _, b := range meant {
-		if !b.VFIO {
-			out.Add(codeVFIONotBound, report.Fail, b.Address.String(), fmt.Sprintf("%s is meant for passthrough but bound to %s", b.Address, orElse(b.Driver, "no driver")), bindingsEvidence([]iommu.Binding{b})...)
-			n++
+		if b.VFIO {
+			continue
 		}
+		f := out.Add(codeVFIONotBound, report.Fail, b.Address.String(), fmt.Sprintf("%s is meant for passthrough but bound to %s", b.Address, orElse(b.Driver, "no driver")), bindingsEvidence([]iommu.Binding{b})...)
+		switch {
+		case off != "":
+			f.Follows(off, "host")
+		case moduleMissing && b.Driver == "" && b.DriverErr == nil:
+			f.Follows(codeVFIOModule, "host")
+		}
+		n++
 	}
 	c := v.Container
 	switch {
@@ -125,6 +147,22 @@ func judgeVFIOHost(e *Env, out *Out, v *iommu.VFIO, meant []iommu.Binding) int {
 		}
 	}
 	return n
+}
+
+// vfioPCIRegistered reports whether the host shows vfio-pci's driver
+// registered, whatever /sys/module says: its directory under
+// /sys/bus/pci/drivers exists (it does only while the driver is
+// registered, drivers/base/bus.c), or a function is bound to it.
+func vfioPCIRegistered(v *iommu.VFIO) bool {
+	if v.Driver == iommu.Yes {
+		return true
+	}
+	for _, b := range v.Bindings {
+		if b.Driver == "vfio-pci" {
+			return true
+		}
+	}
+	return false
 }
 
 // guestInput is what the memory check needs when the guest's size is not
@@ -156,19 +194,42 @@ func judgeMemlock(e *Env, out *Out, inv *pci.Inventory, v *iommu.VFIO) {
 	for _, s := range m.Explain {
 		ev = append(ev, Ev(m.Limits.Path, s))
 	}
+	// Decided where the facts suffice: CAP_IPC_LOCK in the initial user
+	// namespace or an unlimited limit whatever the guest's size; a limit
+	// under the least this process can pin (Memlock.Floor) whatever the
+	// guest's size. NOT_RUN only where the answer turns on what is not
+	// known: the limit, the capability, or the guest's size.
+	short := m.BelowFloor == iommu.Yes || m.BelowCharged == iommu.Yes || m.BelowNeed == iommu.Yes
 	switch {
+	case m.Exempt == iommu.Yes:
+		out.Add(codeVFIOMemlock, report.Pass, subject, "CAP_IPC_LOCK in the initial user namespace: VFIO does not apply RLIMIT_MEMLOCK to its pinning", ev...)
 	case m.Limit == nil:
 		why := procWhy(e, m.Limits)
 		if m.Limits.State == runtime.ReadGone || m.Limits.State == runtime.ReadAbsent {
 			why = report.Input(m.Limits.String(), fmt.Sprintf("--pid with a running process (`ps -p %d`)", m.PID))
 		}
 		out.NotRun(codeVFIOMemlock, subject, "locked-memory limit not judged", why, ev...)
-	case m.BelowCharged == iommu.Yes && m.Exempt != iommu.Yes:
+	case m.Limit.Soft == runtime.RLimInfinity:
+		out.Add(codeVFIOMemlock, report.Pass, subject, "RLIMIT_MEMLOCK is unlimited: VFIO can pin any guest's memory", ev...)
+	case short && m.Exempt != iommu.No:
+		// Short unless it has CAP_IPC_LOCK, which could not be told.
+		r := m.Status
+		if r.OK() {
+			r = m.UIDMap
+		}
+		w := procWhy(e, r)
+		w.Reason = "whether the process has CAP_IPC_LOCK in the initial user namespace is not known (" + r.String() + "), and its limit is short without it"
+		out.NotRun(codeVFIOMemlock, subject, "locked-memory limit not judged: CAP_IPC_LOCK not known", w, ev...)
+	case m.BelowFloor == iommu.Yes:
+		out.Add(codeVFIOMemlock, report.Fail, subject, fmt.Sprintf("RLIMIT_MEMLOCK %s is below the %s any guest of this process pins: VFIO_IOMMU_MAP_DMA fails with ENOMEM whatever the guest's size", iommu.HumanBytes(m.Limit.Soft), iommu.HumanBytes(m.Floor)), ev...)
+	case m.BelowCharged == iommu.Yes:
 		out.Add(codeVFIOMemlock, report.Fail, subject, fmt.Sprintf("RLIMIT_MEMLOCK %s is below the guest memory VFIO pins (%d bytes): VFIO_IOMMU_MAP_DMA fails with ENOMEM", m.Limit, m.Charged), ev...)
-	case m.BelowNeed == iommu.Yes && m.Exempt != iommu.Yes:
+	case m.BelowNeed == iommu.Yes:
 		out.Add(codeVFIOMemlock, report.Warn, subject, fmt.Sprintf("RLIMIT_MEMLOCK %s covers the guest memory but not it plus the devices' BARs (%d bytes)", m.Limit, m.Need), ev...)
 	case !m.ChargedKnown:
 		out.NotRun(codeVFIOMemlock, subject, "what VFIO pins for the process is not known", guestWhy(e, m.Guest), ev...)
+	default:
+		out.Add(codeVFIOMemlock, report.Pass, subject, fmt.Sprintf("RLIMIT_MEMLOCK %s covers the guest memory VFIO pins (%d bytes)", m.Limit, m.Charged), ev...)
 	}
 	if m.CapIPCLock == iommu.Yes && m.InitialUserNS == iommu.No {
 		out.Add(codeVFIONoIPCLock, report.Warn, subject, "CAP_IPC_LOCK only in the process's own user namespace: VFIO's limit check ignores it", ev...)

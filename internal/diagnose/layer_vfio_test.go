@@ -1,6 +1,7 @@
 package diagnose
 
 import (
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -40,8 +41,39 @@ func vfioFindings(rep *report.Report) map[string]report.Finding {
 	return got
 }
 
+// unloadVFIOPCI plants vfio-pci unloaded in a tree: its module entry and
+// driver directory gone, and the functions it had bound left without a
+// driver (their driver_override stays, as unloading leaves it).
+func unloadVFIOPCI(h *fixture.Host) {
+	for _, p := range h.Paths() {
+		switch {
+		case p == "/sys/module/vfio_pci" || strings.HasPrefix(p, "/sys/module/vfio_pci/"),
+			strings.HasPrefix(p, "/sys/bus/pci/drivers/vfio-pci/"):
+			h.Remove(p)
+		case strings.HasSuffix(p, "/driver"):
+			if t, ok := h.Link(p); ok && t == "/sys/bus/pci/drivers/vfio-pci" {
+				h.Remove(p)
+			}
+		}
+	}
+}
+
+// rootFails are the layer-7 FAILs of a report that follow from no other
+// finding present: what there is to fix, the rest being consequences.
+func rootFails(rep *report.Report) []report.Finding {
+	causes := rep.Causes()
+	var out []report.Finding
+	for i, f := range rep.Findings {
+		if f.Layer == report.LayerIOMMU && f.Status == report.Fail && causes[i] < 0 {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // The HGX KubeVirt node is ready: one VFIO_READY PASS and no other VFIO
-// finding; each planted fault turns it into the one FAIL it is.
+// finding; each planted fault turns it into the one FAIL it is, every
+// other FAIL being marked as following from it.
 func TestVFIOHostFindings(t *testing.T) {
 	good := vfioHostFixture(t, fixture.NameHGXVFIO)
 	gpuDev := "/sys/devices/pci0000:00/0000:00:01.0/0000:04:00.0/0000:05:00.0/" + hgxGPU
@@ -51,13 +83,17 @@ func TestVFIOHostFindings(t *testing.T) {
 		want  string
 	}{
 		{"healthy", func(*fixture.Host) {}, codeVFIOReady + " PASS"},
-		{"vfio-pci not loaded", func(h *fixture.Host) {
+		{"vfio-pci not loaded", unloadVFIOPCI, codeVFIOModule + " FAIL"},
+		// A capture without vfio_pci's /sys/module entry, while
+		// vfio-pci's driver directory and bindings show it registered:
+		// the module's question is answered, nothing to report.
+		{"module entry not captured", func(h *fixture.Host) {
 			for _, p := range h.Paths() {
 				if strings.HasPrefix(p, "/sys/module/vfio_pci/") || p == "/sys/module/vfio_pci" {
 					h.Remove(p)
 				}
 			}
-		}, codeVFIOModule + " FAIL"},
+		}, codeVFIOReady + " PASS"},
 		{"bound to nvidia", func(h *fixture.Host) {
 			h.SetLink(gpuDev+"/driver", "/sys/bus/pci/drivers/nvidia")
 			h.SetString("/sys/bus/pci/drivers/nvidia/uevent", "")
@@ -76,26 +112,32 @@ func TestVFIOHostFindings(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			h := good.Clone()
 			c.plant(&h)
-			got := vfioFindings(vfioRun(t, h, Options{}))
+			rep := vfioRun(t, h, Options{})
+			got := vfioFindings(rep)
 			if _, ok := got[c.want]; !ok {
 				t.Fatalf("no %s in %v", c.want, keys(got))
 			}
 			for k, f := range got {
-				if k != c.want && f.Status == report.Fail {
-					t.Errorf("second FAIL %s: %s", k, f.Summary)
-				}
 				if c.want == codeVFIOReady+" PASS" && k != c.want {
 					t.Errorf("healthy host: %s: %s", k, f.Summary)
+				}
+			}
+			roots := rootFails(rep)
+			if c.want != codeVFIOReady+" PASS" && (len(roots) != 1 || roots[0].Code+" FAIL" != c.want) {
+				for _, f := range roots {
+					t.Errorf("a FAIL that follows from nothing: %s %s: %s", f.Code, f.Subject, f.Summary)
 				}
 			}
 		})
 	}
 }
 
-// Unreadable: /sys/module not captured says NOT_RUN for the module, not
-// FAIL; a host that means no device for VFIO gets no VFIO finding at all.
+// Unreadable: /sys/module not captured, and nothing else showing
+// vfio-pci registered, says NOT_RUN for the module, not FAIL; a host that
+// means no device for VFIO gets no VFIO finding at all.
 func TestVFIOCannotLook(t *testing.T) {
 	h := vfioHostFixture(t, fixture.NameHGXVFIO)
+	unloadVFIOPCI(&h)
 	for _, p := range h.Paths() {
 		if strings.HasPrefix(p, "/sys/module/") {
 			h.Remove(p)
@@ -141,44 +183,74 @@ func TestVFIOMeantButIOMMUOff(t *testing.T) {
 // A process's side: QEMU's 8 MiB RLIMIT_MEMLOCK against 16 GiB of guest
 // is the ENOMEM; unlimited is not; limits that cannot be read are
 // NOT_RUN; a process that does not hold the groups another does is told
-// they are busy.
+// they are busy. Where the facts suffice the guest's size is not needed:
+// 64 KiB without CAP_IPC_LOCK is below what any x86 guest of QEMU pins
+// (FAIL), and CAP_IPC_LOCK or an unlimited limit covers any guest (PASS);
+// where they do not (8 MiB and no size; a capability that cannot be
+// read while the limit is short) it is NOT_RUN with the reason.
 func TestVFIOProcess(t *testing.T) {
 	good := vfioHostFixture(t, fixture.NameGPU4SwitchACS)
 	p := "/proc/5150"
 	lim, _ := good.File(p + "/limits")
-	guest := uint64(16 << 30)
-	opts := Options{Passthrough: true, PID: fixture.QEMUPID, GuestMemory: &guest}
+	status, _ := good.File(p + "/status")
+	const eightMiB = "8388608              8388608"
+	limit := func(h *fixture.Host, soft, hard string) {
+		h.SetString(p+"/limits", strings.Replace(string(lim), eightMiB, fmt.Sprintf("%-20s %s", soft, hard), 1))
+	}
+	ipcLock := func(h *fixture.Host) {
+		// CAP_IPC_LOCK is capability 14 (include/uapi/linux/capability.h).
+		h.SetString(p+"/status", strings.Replace(string(status), "CapEff:\t0000000000000000", "CapEff:\t0000000000004000", 1))
+	}
+	sixteen := uint64(16 << 30)
 	for _, c := range []struct {
 		name  string
 		plant func(h *fixture.Host)
 		pid   int
+		guest *uint64
 		want  string // "" for no memlock finding at all
 		not   string
+		says  string // in the memlock finding's summary or evidence
 	}{
-		{"8 MiB", func(*fixture.Host) {}, fixture.QEMUPID, codeVFIOMemlock + " FAIL", ""},
-		{"unlimited", func(h *fixture.Host) {
-			h.SetString(p+"/limits", strings.Replace(string(lim), "8388608              8388608", "unlimited            unlimited", 1))
-		}, fixture.QEMUPID, "", codeVFIOMemlock},
+		{"8 MiB", func(*fixture.Host) {}, fixture.QEMUPID, &sixteen, codeVFIOMemlock + " FAIL", "", "below the guest memory"},
+		{"8 MiB, no guest size", func(*fixture.Host) {}, fixture.QEMUPID, nil, codeVFIOMemlock + " NOT_RUN", codeVFIOMemlock + " FAIL", "--guest-memory"},
+		{"64 KiB, no guest size", func(h *fixture.Host) { limit(h, "65536", "65536") }, fixture.QEMUPID, nil,
+			codeVFIOMemlock + " FAIL", "", "whatever the guest's size"},
+		{"64 KiB with CAP_IPC_LOCK", func(h *fixture.Host) { limit(h, "65536", "65536"); ipcLock(h) }, fixture.QEMUPID, nil,
+			codeVFIOMemlock + " PASS", codeVFIOMemlock + " FAIL", "CAP_IPC_LOCK"},
+		{"64 KiB, status garbage", func(h *fixture.Host) { limit(h, "65536", "65536"); h.SetString(p+"/status", "CapEff:\tzz\n") }, fixture.QEMUPID, nil,
+			codeVFIOMemlock + " NOT_RUN", codeVFIOMemlock + " FAIL", "CAP_IPC_LOCK"},
+		{"unlimited", func(h *fixture.Host) { limit(h, "unlimited", "unlimited") }, fixture.QEMUPID, &sixteen, codeVFIOMemlock + " PASS", codeVFIOMemlock + " FAIL", "unlimited"},
+		{"unlimited, no guest size", func(h *fixture.Host) { limit(h, "unlimited", "unlimited") }, fixture.QEMUPID, nil, codeVFIOMemlock + " PASS", codeVFIOMemlock + " NOT_RUN", "unlimited"},
 		{"limits unreadable", func(h *fixture.Host) {
 			h.SetString(p+"/limits", "Limit x\nMax locked memory lots\n")
-		}, fixture.QEMUPID, codeVFIOMemlock + " NOT_RUN", codeVFIOMemlock + " FAIL"},
+		}, fixture.QEMUPID, &sixteen, codeVFIOMemlock + " NOT_RUN", codeVFIOMemlock + " FAIL", "/proc/5150/limits"},
+		{"limits garbage, no guest size", func(h *fixture.Host) {
+			h.SetString(p+"/limits", "\x00\xff garbage\n")
+		}, fixture.QEMUPID, nil, codeVFIOMemlock + " NOT_RUN", codeVFIOMemlock + " FAIL", "/proc/5150/limits"},
 		{"another process holds the groups", func(h *fixture.Host) {
 			for _, f := range []string{"comm", "status", "uid_map"} {
 				b, _ := h.File(p + "/" + f)
 				h.SetFile("/proc/6000/"+f, b)
 			}
-			h.SetString("/proc/6000/limits", strings.Replace(string(lim), "8388608              8388608", "unlimited            unlimited", 1))
-		}, 6000, codeVFIOBusy + " FAIL", codeVFIOMemlock},
+			h.SetString("/proc/6000/limits", strings.Replace(string(lim), eightMiB, "unlimited            unlimited", 1))
+		}, 6000, &sixteen, codeVFIOBusy + " FAIL", codeVFIOMemlock + " FAIL", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := good.Clone()
 			c.plant(&h)
-			o := opts
-			o.PID = c.pid
+			o := Options{Passthrough: true, PID: c.pid, GuestMemory: c.guest}
 			got := vfioFindings(vfioRun(t, h, o))
 			if c.want != "" {
-				if _, ok := got[c.want]; !ok {
-					t.Errorf("no %s in %v", c.want, keys(got))
+				f, ok := got[c.want]
+				if !ok {
+					t.Fatalf("no %s in %v", c.want, keys(got))
+				}
+				text := f.Summary + " " + f.Reason + " " + f.Remediation
+				for _, e := range f.Evidence {
+					text += " " + e.Value
+				}
+				if c.says != "" && !strings.Contains(text, c.says) {
+					t.Errorf("%s does not say %q: %s", c.want, c.says, text)
 				}
 			}
 			for k := range got {

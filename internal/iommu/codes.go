@@ -18,7 +18,7 @@ type ProposedCode struct {
 // Codes are the proposed layer-7 codes, in the order a report shows them.
 var Codes = []ProposedCode{{
 	Code:   "IOMMU_OFF",
-	Status: "FAIL when a device is bound to a VFIO driver, WARN otherwise",
+	Status: "FAIL when passthrough is asked (the iommu command, a process given with --pid, or the host's VFIO configuration: a device bound to or meant for a VFIO driver, vfio-pci ids on the command line or in modprobe.d, a softdep on vfio-pci), WARN otherwise; the VFIO findings it explains follow from it",
 	Title:  "the firmware describes an IOMMU but DMA remapping is off",
 	Explain: `The ACPI tables list an IOMMU (DMAR for Intel VT-d, IVRS for AMD-Vi, IORT
 with SMMU nodes for Arm, VIOT for virtio-iommu) but /sys/kernel/iommu_groups is
@@ -28,18 +28,25 @@ shows it: intel_iommu=off, amd_iommu=off or iommu=off on the command line; an In
 kernel whose default is off (CONFIG_INTEL_IOMMU_DEFAULT_ON not set) without
 intel_iommu=on; a kernel built without the driver; or a driver that failed (the
 kernel log's DMAR or AMD-Vi lines). intel_iommu=sm_on only selects scalable mode:
-it does not turn the IOMMU on.`,
+it does not turn the IOMMU on. A device meant for VFIO cannot be bound to vfio-pci
+until it is on (vfio-pci's probe finds no IOMMU group): those findings are listed
+under this one, as its consequences.`,
 	Remediation: "Enable VT-d / AMD-Vi / SMMU in the firmware setup; on Intel add intel_iommu=on (and remove any iommu=off, intel_iommu=off or amd_iommu=off): " +
 		"`grubby --update-kernel=ALL --args=intel_iommu=on` (Fedora, RHEL), or add it to GRUB_CMDLINE_LINUX in /etc/default/grub and run `update-grub` (Debian, Ubuntu) or `grub2-mkconfig -o /boot/grub2/grub.cfg`; reboot and check `ls /sys/kernel/iommu_groups`.",
 }, {
 	Code:   "IOMMU_ABSENT",
-	Status: "PASS when nothing needs passthrough, FAIL when a device is bound to a VFIO driver",
-	Title:  "no IOMMU: the firmware describes none and the kernel created no group",
-	Explain: `No DMAR, IVRS, IORT (with an SMMU) or VIOT table, and no IOMMU group. Nothing
-on this host can be assigned with VFIO (except with the unsafe no-IOMMU mode, which
-gives no isolation). A virtual machine has an IOMMU only if its hypervisor emulates
-one. When the kernel configuration is readable, the evidence also says whether
-this kernel has an IOMMU driver at all.`,
+	Status: "WARN (whether the platform has an IOMMU is unknown), FAIL when passthrough is asked (as for IOMMU_OFF)",
+	Title:  "no IOMMU described: the firmware lists none and the kernel created no group",
+	Explain: `No DMAR, IVRS, IORT (with an SMMU) or VIOT table, no IOMMU unit in
+/sys/class/iommu and no IOMMU group. Whether the platform has an IOMMU is not known:
+firmware whose VT-d or AMD-Vi is disabled in its setup hands the kernel no table, so
+the machine may have one, switched off (virt-host-validate warns likewise, "Unknown
+if this platform has IOMMU support"). What is known is that nothing on this host
+can be assigned with VFIO now (except with the unsafe no-IOMMU mode, which gives no
+isolation): when passthrough is asked this is the FAIL, and the VFIO findings are its
+consequences. A virtual machine has an IOMMU only if its hypervisor emulates one.
+When the kernel configuration is readable, the evidence also says whether this
+kernel has an IOMMU driver at all.`,
 	Remediation: "On a physical machine enable VT-d / AMD-Vi / SMMU in the firmware setup; in a VM ask for an emulated IOMMU (QEMU `-device intel-iommu` or `-device virtio-iommu-pci`). Nothing to do when no device needs passthrough.",
 }, {
 	Code:    "IOMMU_ON",
@@ -175,7 +182,10 @@ ids name its vendor:device, or it was asked about) but it is bound to another dr
 to none. driver_override takes effect at the next probe and does not unbind the
 current driver; vfio-pci's ids only take devices that have no driver yet, so a host
 driver that loads first (nouveau, nvidia, snd_hda_intel, mlx5_core) keeps the device;
-without an IOMMU group vfio-pci's probe fails with EINVAL. The ids vfio-pci was given,
+without an IOMMU group vfio-pci's probe fails with EINVAL, so with the IOMMU off or
+absent this finding follows from IOMMU_OFF or IOMMU_ABSENT (listed under it); with
+vfio-pci not loaded, a device that waits with no driver follows from
+VFIO_MODULE_NOT_LOADED. The ids vfio-pci was given,
 at load or through /sys/bus/pci/drivers/vfio-pci/new_id, cannot be read back (new_id
 is write-only and the ids parameter has no sysfs file): the evidence gives where ids
 come from (vfio-pci.ids= on /proc/cmdline, options vfio-pci ids= in modprobe.d) and
@@ -209,7 +219,7 @@ namespace).`,
 	Remediation: "Check `ls -l /dev/vfio/` against /sys/class/vfio/N/dev; recreate a missing node by rebinding the device (`echo BDF > /sys/bus/pci/drivers/vfio-pci/unbind`, then `echo BDF > /sys/bus/pci/drivers/vfio-pci/bind`) or with `udevadm trigger --subsystem-match=vfio`; give it to the VM's user with `chown USER /dev/vfio/N` (libvirt and KubeVirt do this themselves when they own the VM).",
 }, {
 	Code:   "VFIO_MEMLOCK_LOW",
-	Status: "FAIL when the soft RLIMIT_MEMLOCK is below the guest memory and the process lacks CAP_IPC_LOCK in the initial user namespace; WARN when it covers the guest memory but not guest memory plus the BARs",
+	Status: "FAIL when the process lacks CAP_IPC_LOCK in the initial user namespace and its soft RLIMIT_MEMLOCK is below the least any guest of it pins (whatever the guest's size) or below the guest memory; WARN when it covers the guest memory but not guest memory plus the BARs; PASS when unlimited, covering, or CAP_IPC_LOCK exempts it; NOT_RUN when the limit or the capability could not be read, or the guest's size is needed and not known",
 	Title:  "the process's locked-memory limit is below what VFIO pins for it",
 	Explain: `Mapping memory for a device's DMA pins it. VFIO type1 charges every pinned RAM page
 to the process's locked memory and past the soft RLIMIT_MEMLOCK fails
@@ -219,8 +229,12 @@ the kernel logs "vfio_pin_pages_remote: RLIMIT_MEMLOCK (N) exceeded" and QEMU
 way, charging the user's locked memory, shared by all of that user's processes
 (drivers/iommu/iommufd/pages.c). A QEMU guest's whole memory (-m) is mapped at start.
 The assigned devices' BARs are mapped too but not charged (MMIO, not RAM); libvirt
-budgets 1 GiB over the guest memory for them. The evidence gives the limit, the guest
-memory, each device's memory BARs and the sums.`,
+budgets 1 GiB over the guest memory for them. Some limits are short whatever the
+guest: the kernel counts the limit in pages, so one under a page pins nothing, and a
+QEMU running x86 guests pins at least 72 KiB (8 KiB of RAM, the least QEMU accepts,
+and 64 KiB of firmware mapped as RAM). Below that the guest's size is not needed.
+The evidence gives the limit, the guest memory, each device's memory BARs and the
+sums.`,
 	Remediation: "Raise the limit of the process: now, `prlimit --pid PID --memlock=BYTES:BYTES` (as root); for a systemd service, LimitMEMLOCK= in a drop-in (`systemctl edit UNIT`); for a Docker container, `docker run --ulimit memlock=-1:-1`; libvirt sets it for a guest with host devices (guest memory + 1 GiB) unless the domain's memtune hard_limit is lower. Or give the process CAP_IPC_LOCK in the initial user namespace.",
 }, {
 	Code:   "VFIO_NO_IPC_LOCK",

@@ -197,6 +197,12 @@ func (s *State) explainOff(say func(string, ...any)) {
 		say("the firmware describes an Arm SMMU, yet no group exists: its driver (arm-smmu-v3 or arm-smmu) is not loaded or did not probe; %s", kcfg("CONFIG_ARM_SMMU_V3"))
 	case s.Vendor == "virtio-iommu":
 		say("the firmware describes a virtio-iommu, yet no group exists: %s", kcfg("CONFIG_VIRTIO_IOMMU"))
+	case len(s.Units) > 0:
+		names := make([]string, len(s.Units))
+		for i, u := range s.Units {
+			names[i] = u.Name
+		}
+		say("%s lists the IOMMU units %s, yet no group exists: their driver registered them but added no device to a group (the kernel log says why)", ClassDir, strings.Join(names, ", "))
 	case s.Firmware.Describes() == No:
 		say("no IOMMU: a machine gets one from its firmware (VT-d, AMD-Vi, SMMU enabled in the BIOS/UEFI setup); a virtual machine only if the hypervisor emulates one (QEMU -device intel-iommu or -device virtio-iommu-pci)")
 		if k.Err == nil {

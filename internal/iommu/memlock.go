@@ -113,6 +113,14 @@ type Memlock struct {
 	// below.
 	BelowCharged, BelowNeed Tri
 
+	// Floor is the least memory any use of VFIO by this process pins
+	// (MemlockFloor), FloorWhy where the number comes from; BelowFloor
+	// says whether the soft limit is under it, which no guest size
+	// changes: Unknown only when the limit was not read.
+	Floor      uint64
+	FloorWhy   string
+	BelowFloor Tri
+
 	// Explain are evidence sentences: the numbers, and the errno a user
 	// sees when the limit is short.
 	Explain []string
@@ -191,8 +199,89 @@ func ReadMemlock(root *hostfs.Root, inv *pci.Inventory, v *VFIO, req MemlockRequ
 
 	m.Guest = readGuest(root, req)
 	m.readDevices(root, inv, v, req)
+	m.Floor, m.FloorWhy = MemlockFloor(m.Guest.Argv0, m.comm(root), hostX86(root))
 	m.compare()
 	return m
+}
+
+// comm is the process's name: its status Name, else /proc/PID/comm.
+func (m *Memlock) comm(root *hostfs.Root) string {
+	if m.Comm != "" {
+		return m.Comm
+	}
+	c, _ := root.ReadString(fmt.Sprintf("/proc/%d/comm", m.PID))
+	return c
+}
+
+// hostX86 reports whether the firmware's tables say the host is an x86
+// machine: a DMAR (Intel VT-d) or IVRS (AMD-Vi) table exists only there.
+// false says only that neither table is listed.
+func hostX86(root *hostfs.Root) bool {
+	return root.Exists(path.Join(TablesDir, SigDMAR)) || root.Exists(path.Join(TablesDir, SigIVRS))
+}
+
+// The least a process pins through VFIO, whatever it maps.
+//
+// The kernel counts pinned memory in pages: vfio_pin_pages_remote
+// (drivers/vfio/vfio_iommu_type1.c) refuses the page that would take
+// mm->locked_vm past RLIMIT_MEMLOCK >> PAGE_SHIFT, so a soft limit under
+// one page pins nothing at all, and no Linux architecture has pages under
+// 4 KiB (x86's are 4 KiB; arm64 and ppc64 have 4, 16 or 64 KiB). Any VFIO
+// user maps at least a page for its device's DMA.
+//
+// QEMU maps every RAM section of the guest's address space for DMA, the
+// read-only ones too (hw/vfio/listener.c, vfio_listener_region_add, which
+// skips only what is neither RAM nor an IOMMU region), and pins them at
+// start. The guest's RAM is at least 8 KiB: machine_set_mem
+// (hw/core/machine.c) rounds the size up to 8 KiB, and -m 0 gives the
+// machine's default (system/vl.c, parse_memory_options). Every x86
+// machine also maps its firmware as RAM: x86_bios_rom_init
+// (hw/i386/x86-common.c) refuses a BIOS image that is not a positive
+// multiple of 64 KiB and maps it as the RAM region "pc.bios" (microvm and
+// the ISA pc always take this path); the PCI pc and q35 machines map
+// either that or, with pflash firmware, the RAM copy "isa-bios" of its last
+// 128 KiB, and always the 128 KiB RAM region "pc.rom" of option ROMs
+// (hw/i386/pc.c, pc_memory_init; PC_ROM_SIZE). So an x86 QEMU pins at
+// least 8 KiB + 64 KiB. The assigned devices' BARs are mapped too but
+// not counted (MMIO pages are reserved pfns, is_invalid_reserved_pfn).
+// libvirt, for its part, sets a VFIO guest's limit to the guest's memory
+// plus 1 GiB (src/qemu/qemu_domain.c, qemuDomainGetMemLockLimitBytes), so
+// a limit under 1 GiB was never set by libvirt for a VFIO guest.
+const (
+	MinPageSize             = 4 << 10
+	QEMUMinRAM              = 8 << 10
+	QEMUx86MinFirmware      = 64 << 10
+	QEMUx86MinPinned        = QEMUMinRAM + QEMUx86MinFirmware
+	LibvirtVFIOMemlockExtra = 1 << 30
+)
+
+// MemlockFloor is the least memory a process pins through VFIO, and why:
+// QEMUx86MinPinned for a QEMU that runs x86 guests (qemu-system-x86_64
+// or -i386 by name, or a KVM QEMU, qemu-kvm or kvm, on an x86 host),
+// else one page. argv0 may be "" (not read); comm is the kernel's name
+// for the process, at most 15 bytes ("qemu-system-x86").
+func MemlockFloor(argv0, comm string, x86Host bool) (uint64, string) {
+	var argv []string
+	if argv0 != "" {
+		argv = []string{argv0}
+	}
+	name := path.Base(argv0)
+	if argv0 == "" {
+		name = comm
+	}
+	if IsQEMU(argv, comm) {
+		x86 := strings.HasPrefix(name, "qemu-system-x86") || strings.HasPrefix(name, "qemu-system-i38")
+		kvm := name == "qemu-kvm" || name == "kvm"
+		if x86 || kvm && x86Host {
+			why := fmt.Sprintf("%s runs x86 guests", name)
+			if !x86 {
+				why = fmt.Sprintf("%s runs guests of this x86 host (it has a DMAR or IVRS table)", name)
+			}
+			return QEMUx86MinPinned, fmt.Sprintf("%s, and any x86 guest of QEMU pins at least %s: %s of RAM (QEMU rounds the size up to 8 KiB, hw/core/machine.c machine_set_mem) and %s of firmware mapped as RAM (a BIOS image is a positive multiple of 64 KiB, hw/i386/x86-common.c x86_bios_rom_init; the pc and q35 machines add the 128 KiB pc.rom, hw/i386/pc.c), all mapped for DMA (hw/vfio/listener.c, vfio_listener_region_add)",
+				why, humanBytes(QEMUx86MinPinned), humanBytes(QEMUMinRAM), humanBytes(QEMUx86MinFirmware))
+		}
+	}
+	return MinPageSize, fmt.Sprintf("any use of VFIO pins at least one page, and no Linux page is smaller than %s (drivers/vfio/vfio_iommu_type1.c, vfio_pin_pages_remote counts the limit in pages)", humanBytes(MinPageSize))
 }
 
 // readProc reads a /proc file and classifies the outcome as the runtime
@@ -399,6 +488,7 @@ func (m *Memlock) compare() {
 	}
 	m.BelowCharged = below(m.Charged, m.ChargedKnown)
 	m.BelowNeed = below(m.Need, m.NeedKnown)
+	m.BelowFloor = below(m.Floor, m.Floor > 0)
 	m.explain()
 }
 
@@ -462,6 +552,13 @@ func (m *Memlock) explain() {
 	default:
 		add("whether %s has CAP_IPC_LOCK in the initial user namespace is not known (%s; %s)", who, m.Status, m.UIDMap)
 	}
+	if m.BelowFloor == Yes && m.Exempt != Yes {
+		add("the soft limit %s is below %s, the least this process pins through VFIO: %s; so VFIO_IOMMU_MAP_DMA fails with ENOMEM whatever the guest's size",
+			humanBytes(m.Limit.Soft), humanBytes(m.Floor), m.FloorWhy)
+		if m.Limit.Soft < LibvirtVFIOMemlockExtra {
+			add("libvirt sets a VFIO guest's limit to its memory plus 1 GiB (qemuDomainGetMemLockLimitBytes): a limit of %s was not set by libvirt for such a guest", humanBytes(m.Limit.Soft))
+		}
+	}
 	if m.BelowCharged == Yes && m.Exempt != Yes {
 		add("the soft limit %s is below the guest memory %s: VFIO_IOMMU_MAP_DMA pins each page of it and charges it to the process's locked memory, and past the limit fails with ENOMEM; the kernel logs \"vfio_pin_pages_remote: RLIMIT_MEMLOCK (%d) exceeded\" and QEMU \"VFIO_MAP_DMA failed: Cannot allocate memory\" (drivers/vfio/vfio_iommu_type1.c; iommufd's IOMMU_IOAS_MAP gives ENOMEM the same way, drivers/iommu/iommufd/pages.c incr_user_locked_vm)",
 			humanBytes(m.Limit.Soft), humanBytes(m.Charged), m.Limit.Soft)
@@ -480,6 +577,9 @@ func limitString(l runtime.RLimit) string {
 	}
 	return "soft " + f(l.Soft) + ", hard " + f(l.Hard)
 }
+
+// HumanBytes is humanBytes for the findings that quote these numbers.
+func HumanBytes(n uint64) string { return humanBytes(n) }
 
 // humanBytes is n exactly, in the largest binary unit that divides it,
 // with a rounded form in a larger unit when the exact number runs past

@@ -1,6 +1,7 @@
 package iommu
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -164,6 +165,70 @@ func TestMemlockVariants(t *testing.T) {
 			t.Errorf("%+v\n%s", m.Devices, explain(m))
 		}
 	})
+}
+
+// Below the floor the guest's size is not needed: the fixture's QEMU
+// (qemu-system-x86, on an Intel host) with 64 KiB pins nothing an x86
+// guest needs; at the floor it is not below it; the tree's 8 MiB is above
+// it and leaves the answer to the guest's size.
+func TestMemlockFloor(t *testing.T) {
+	good := fixtureHost(t, fixture.NameGPU4SwitchACS)
+	p := "/proc/5150"
+	lim, _ := good.File(p + "/limits")
+	for _, c := range []struct {
+		soft  string
+		below Tri
+	}{
+		{"65536", Yes}, {"73727", Yes}, {"73728", No}, {"8388608", No}, {"0", Yes},
+	} {
+		h := good.Clone()
+		h.SetString(p+"/limits", strings.Replace(string(lim), "8388608              8388608", fmt.Sprintf("%-20s %-20s", c.soft, "unlimited"), 1))
+		m := memlockOf(t, h, MemlockRequest{PID: fixture.QEMUPID})
+		if m.Limit == nil || m.Floor != QEMUx86MinPinned || m.BelowFloor != c.below || m.Guest.Known {
+			t.Errorf("soft %s: limit %+v floor %d below %v", c.soft, m.Limit, m.Floor, m.BelowFloor)
+			continue
+		}
+		e := explain(m)
+		if says := strings.Contains(e, "whatever the guest's size"); says != (c.below == Yes) {
+			t.Errorf("soft %s: explanation (below %v):\n%s", c.soft, c.below, e)
+		}
+		if c.below == Yes && !strings.Contains(e, "was not set by libvirt") {
+			t.Errorf("soft %s: libvirt's 1 GiB not named:\n%s", c.soft, e)
+		}
+	}
+	// Unreadable limits decide nothing.
+	h := good.Clone()
+	h.SetString(p+"/limits", "garbage\n")
+	if m := memlockOf(t, h, MemlockRequest{PID: fixture.QEMUPID}); m.BelowFloor != Unknown {
+		t.Errorf("garbage limits: below the floor %v", m.BelowFloor)
+	}
+}
+
+// The floor by process: a QEMU running x86 guests (by its name, or a KVM
+// QEMU on an x86 host) pins 72 KiB at least; anything else one page.
+func TestMemlockFloorByProcess(t *testing.T) {
+	for _, c := range []struct {
+		argv0, comm string
+		x86Host     bool
+		want        uint64
+	}{
+		{"/usr/bin/qemu-system-x86_64", "", false, QEMUx86MinPinned},
+		{"", "qemu-system-x86", false, QEMUx86MinPinned}, // comm: 15 bytes of qemu-system-x86_64
+		{"", "qemu-system-i38", false, QEMUx86MinPinned},
+		{"/usr/libexec/qemu-kvm", "qemu-kvm", true, QEMUx86MinPinned},
+		{"/usr/libexec/qemu-kvm", "qemu-kvm", false, MinPageSize},
+		{"/usr/bin/qemu-system-aarch64", "", true, MinPageSize},
+		{"/usr/bin/dpdk-testpmd", "dpdk-testpmd", true, MinPageSize},
+		{"", "", true, MinPageSize},
+	} {
+		got, why := MemlockFloor(c.argv0, c.comm, c.x86Host)
+		if got != c.want || why == "" {
+			t.Errorf("%q %q x86 %v: %d (%s), want %d", c.argv0, c.comm, c.x86Host, got, why, c.want)
+		}
+	}
+	if QEMUx86MinPinned != 72<<10 || QEMUx86MinPinned%MinPageSize != 0 {
+		t.Errorf("the x86 floor %d is not 72 KiB in whole pages", QEMUx86MinPinned)
+	}
 }
 
 func TestMemoryBARsSkipROMAndUnassigned(t *testing.T) {
