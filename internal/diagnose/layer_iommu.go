@@ -171,10 +171,14 @@ func (e *Env) passthroughAsked() (string, bool) {
 	case e.Opts.Passthrough && e.Opts.PID > 0:
 		return fmt.Sprintf("asked (accel-doctor iommu --pid %d)", e.Opts.PID), true
 	case e.Opts.Passthrough:
-		return "asked (accel-doctor iommu)", true
+		return askedByCommand, true
 	}
 	return "", false
 }
+
+// askedByCommand is passthroughAsked's answer when only the iommu
+// command asks: no VFIO configuration on the host, no VMM given.
+const askedByCommand = "asked (accel-doctor iommu)"
 
 // iommuUnavailable is the code of the state finding when DMA remapping
 // is off (IOMMU_OFF, or IOMMU_ABSENT when nothing describes an IOMMU);
@@ -220,9 +224,15 @@ func checkIOMMUState(e *Env, out *Out) {
 	case s.On == iommu.Unknown:
 		out.NotRun(codeGroupsUnknown, "host", "whether the IOMMU is on is not known", e.iommuWhy(s), ev...)
 		return
-	case code == codeIOMMUAbsent && meant:
+	case code == codeIOMMUAbsent && meant && asked != askedByCommand:
 		out.Add(codeIOMMUAbsent, st, "host", "no IOMMU group, and nothing describes an IOMMU (firmware with VT-d or AMD-Vi disabled lists none): nothing here can be handed to VFIO", ev...)
 	case code == codeIOMMUAbsent:
+		// Nothing describes an IOMMU: whether the platform has one is
+		// not known (firmware with VT-d or AMD-Vi disabled lists none).
+		// The iommu command alone makes that a WARN, as virt-host-validate
+		// does; a VFIO configuration on the host, or a VMM given, makes
+		// it the FAIL above.
+		st = report.Warn
 		fw := "the firmware describes none"
 		if s.Firmware.Describes() != iommu.No {
 			fw = "the firmware's tables could not be read"

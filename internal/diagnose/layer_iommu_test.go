@@ -155,7 +155,12 @@ func TestIOMMUAbsent(t *testing.T) {
 		}
 	}
 
-	rep := vfioRun(t, h, Options{Passthrough: true})
+	// The iommu command alone: still unknown, a WARN.
+	cmd := vfioRun(t, h, Options{Passthrough: true})
+	if abs = layer7(cmd, codeIOMMUAbsent); len(abs) != 1 || abs[0].Status != report.Warn {
+		t.Fatalf("iommu alone: IOMMU_ABSENT %+v", abs)
+	}
+	rep := vfioRun(t, h, Options{Passthrough: true, PID: 1})
 	abs = layer7(rep, codeIOMMUAbsent)
 	if len(abs) != 1 || abs[0].Status != report.Fail {
 		t.Fatalf("passthrough: IOMMU_ABSENT %+v", abs)

@@ -35,7 +35,7 @@ under this one, as its consequences.`,
 		"`grubby --update-kernel=ALL --args=intel_iommu=on` (Fedora, RHEL), or add it to GRUB_CMDLINE_LINUX in /etc/default/grub and run `update-grub` (Debian, Ubuntu) or `grub2-mkconfig -o /boot/grub2/grub.cfg`; reboot and check `ls /sys/kernel/iommu_groups`.",
 }, {
 	Code:   "IOMMU_ABSENT",
-	Status: "WARN (whether the platform has an IOMMU is unknown), FAIL when passthrough is asked (as for IOMMU_OFF)",
+	Status: "WARN",
 	Title:  "no IOMMU described: the firmware lists none and the kernel created no group",
 	Explain: `No DMAR, IVRS, IORT (with an SMMU) or VIOT table, no IOMMU unit in
 /sys/class/iommu and no IOMMU group. Whether the platform has an IOMMU is not known:
@@ -43,8 +43,10 @@ firmware whose VT-d or AMD-Vi is disabled in its setup hands the kernel no table
 the machine may have one, switched off (virt-host-validate warns likewise, "Unknown
 if this platform has IOMMU support"). What is known is that nothing on this host
 can be assigned with VFIO now (except with the unsafe no-IOMMU mode, which gives no
-isolation): when passthrough is asked this is the FAIL, and the VFIO findings are its
-consequences. A virtual machine has an IOMMU only if its hypervisor emulates one.
+isolation): when the host asks for passthrough (a device bound to or meant for vfio-pci,
+vfio-pci ids on the command line or in modprobe.d, a VMM given with iommu --pid) this is a
+FAIL, and the VFIO findings are its consequences; the iommu command alone, on a host that
+asks for none, leaves it a WARN. A virtual machine has an IOMMU only if its hypervisor emulates one.
 When the kernel configuration is readable, the evidence also says whether this
 kernel has an IOMMU driver at all.`,
 	Remediation: "On a physical machine enable VT-d / AMD-Vi / SMMU in the firmware setup; in a VM ask for an emulated IOMMU (QEMU `-device intel-iommu` or `-device virtio-iommu-pci`). Nothing to do when no device needs passthrough.",
