@@ -116,7 +116,7 @@ could not be dialled within the timeout, not even after the registration, or
 it accepts connections and never completes gRPC's HTTP/2 handshake (another
 kind of server, a process that accepts and never answers). The kubelet's
 Register handler dials the endpoint back before it answers
-(plugin/v1beta1/server.go connectClient) and waits, up to 10 s, for the gRPC
+(plugin/v1beta1/handler.go connectClient) and waits, up to 10 s, for the gRPC
 connection to be ready (client.go dial: grpc.WithBlock), not merely for the
 socket to accept; then it fails the registration with "failed to dial device
 plugin: context deadline exceeded". The evidence says which of the two it was.`,
@@ -154,7 +154,7 @@ UnexpectedAdmissionError. The evidence gives both endpoints.`,
 kubelet's ListAndWatch stream from the first was still open. The kubelet of 1.37
 refuses it with "device plugin already connected: SOCKET" (manager.go
 PluginConnected: its endpointStore holds that socket already) and, refusing it,
-forgets its connection to the first one too (plugin/v1beta1/server.go
+forgets its connection to the first one too (plugin/v1beta1/handler.go
 connectClient calls deregisterClient, which removes every client of that
 socket). When that stream ends, nothing marks the devices unhealthy (runClient
 finds no client and returns before PluginDisconnected): the node keeps
@@ -223,7 +223,7 @@ resource unhealthy.`,
 		Explain: `The plugin's ListAndWatch stream ended after it had sent its list, while the
 kubelet would still be watching it (the stream's status, or OK for a plugin
 that returned, is in the evidence). The kubelet then disconnects the plugin
-(plugin/v1beta1/client.go Run returns; server.go runClient; manager.go
+(plugin/v1beta1/client.go Run returns; handler.go runClient; manager.go
 PluginDisconnected): its endpoint is stopped and every device of the resource
 is marked unhealthy (markResourceUnhealthy): capacity N, allocatable 0, pods
 fail admission with "no healthy devices present; cannot allocate unhealthy

@@ -138,7 +138,7 @@ type registration struct {
 	alreadyConnected bool
 	// lw is the kubelet's own ListAndWatch stream on conn, started once
 	// the registration is accepted, as the kubelet starts it
-	// (plugin/v1beta1/server.go connectClient -> runClient).
+	// (plugin/v1beta1/handler.go connectClient -> runClient).
 	lw       *lwRecorder
 	conn     *grpc.ClientConn
 	firstLWT time.Duration // Register -> first ListAndWatch response
@@ -357,7 +357,7 @@ func (k *fakeKubelet) Register(_ context.Context, r *pluginapi.RegisterRequest) 
 	go func() {
 		reg.lw.run(k.ctx, c)
 		// The stream ended: the kubelet disconnects the endpoint
-		// (server.go runClient -> manager.go PluginDisconnected).
+		// (plugin/v1beta1/handler.go runClient -> manager.go PluginDisconnected).
 		k.mu.Lock()
 		if k.live[key] == reg {
 			delete(k.live, key)
@@ -854,7 +854,7 @@ func (t *tester) contract(ctx context.Context, sock string, reg *registration) b
 
 // streamEnded reports, once, a ListAndWatch stream that ended after its
 // first list: the kubelet disconnects the plugin then
-// (plugin/v1beta1/client.go Run returns; server.go runClient; manager.go
+// (plugin/v1beta1/client.go Run returns; handler.go runClient; manager.go
 // PluginDisconnected, markResourceUnhealthy). A plugin that died in a
 // call has PLUGIN_CRASHED, which says so.
 func (t *tester) streamEnded(sock string, lw *lwRecorder) {
