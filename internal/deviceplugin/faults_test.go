@@ -39,8 +39,9 @@ type faultPlugin struct {
 	// failStream: ListAndWatch fails at once, before any list.
 	failStream error
 	// opts is GetDevicePluginOptions' answer; regOpts what Register
-	// sends (default: opts).
+	// sends (default: opts); optsErr fails GetDevicePluginOptions.
 	opts, regOpts *pluginapi.DevicePluginOptions
+	optsErr       error
 	// allocate answers Allocate (default: one response per request).
 	allocate func(*pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error)
 	// preferred answers GetPreferredAllocation (default: unimplemented).
@@ -73,6 +74,9 @@ func fpDevices(health ...string) []*pluginapi.Device {
 }
 
 func (f *faultPlugin) GetDevicePluginOptions(context.Context, *pluginapi.Empty) (*pluginapi.DevicePluginOptions, error) {
+	if f.optsErr != nil {
+		return nil, f.optsErr
+	}
 	return f.opts, nil
 }
 
@@ -434,6 +438,15 @@ func TestPluginTestTopology(t *testing.T) {
 	if fs := findings(r, CodeNUMAPartial); len(fs) != 1 || !strings.Contains(fs[0].Evidence[0].Value, "fp-1") {
 		t.Errorf("NUMA partial: %+v", fs)
 	}
+
+	// A host whose NUMA nodes cannot be read: the nodes are not judged,
+	// and the check says why.
+	h := newFault(shortDir(t))
+	r = testFault(t, h, TestOptions{Root: fixtureRoot(t, shortDir(t))})
+	wantDefects(t, r)
+	if !strings.Contains(dump(r), "NOT_RUN PLUGIN_CHECK_NOT_RUN numa:") {
+		t.Errorf("no NUMA NOT_RUN on a host without NUMA nodes\n%s", dump(r))
+	}
 }
 
 // The kubelet keeps GetDevicePluginOptions' answer, not Register's.
@@ -445,6 +458,20 @@ func TestPluginTestOptionsMismatch(t *testing.T) {
 	// No PreStartContainer: the kubelet would call none.
 	if hasCode(r, CodePreStartOK) || hasCode(r, CodePreStartFailed) {
 		t.Errorf("PreStartContainer judged for a plugin whose GetDevicePluginOptions does not ask for it\n%s", dump(r))
+	}
+
+	// Options that cannot be read: the kubelet refuses the registration.
+	g := newFault(shortDir(t))
+	g.optsErr = status.Error(codes.Internal, "planted: no options")
+	var regErr error
+	r = runTest(t, TestOptions{KubeletDir: g.dir, Timeout: 2 * time.Second, Grace: 100 * time.Millisecond, Root: hostWithNUMA0(t)}, func() {
+		g.serve(t)
+		t.Cleanup(g.stop)
+		regErr = g.register(context.Background())
+	})
+	wantDefects(t, r, CodeOptionsFailed)
+	if regErr == nil || !strings.Contains(regErr.Error(), "failed to get device plugin options") {
+		t.Errorf("the plugin's Register answer: %v", regErr)
 	}
 }
 
@@ -521,6 +548,12 @@ func TestPluginTestPreferredWrongIsWarn(t *testing.T) {
 	if fs := findings(r, CodePreferredWrong); len(fs) != 1 || fs[0].Status != report.Warn {
 		t.Errorf("preferred wrong: %+v", fs)
 	}
+
+	// Advertised and not answered: the kubelet fails the pod's admission.
+	g := newFault(shortDir(t))
+	g.opts = &pluginapi.DevicePluginOptions{GetPreferredAllocationAvailable: true}
+	r = testFault(t, g, TestOptions{})
+	wantDefects(t, r, CodePreferredFailed)
 }
 
 // A restarted kubelet removed the socket; a plugin that registers again
