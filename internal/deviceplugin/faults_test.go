@@ -634,3 +634,53 @@ func TestPluginTestGarbageOnTheSocket(t *testing.T) {
 		t.Errorf("%s", dump(r))
 	}
 }
+
+// The fake kubelet forgets a plugin that registered twice, as the 1.37
+// manager does (e2e/deviceplugin TestManagerForgetsAPluginThatRegisteredTwice
+// holds the same of the real one): once the first stream has ended, a
+// new instance on the same socket is refused too, until a restart.
+func TestFakeKubeletForgetsAPluginThatRegisteredTwice(t *testing.T) {
+	dir := shortDir(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	k := &fakeKubelet{dir: dir, timeout: 2 * time.Second, ctx: ctx, wake: make(chan struct{}, 1)}
+	if err := k.start(); err != nil {
+		t.Fatal(err)
+	}
+	defer k.stop(false)
+	f := newFault(dir)
+	f.serve(t)
+	t.Cleanup(f.stop)
+	if err := f.register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.register(ctx); err == nil || !strings.Contains(err.Error(), "device plugin already connected: "+f.sock()) {
+		t.Fatalf("second Register: %v", err)
+	}
+	f.stop() // the first stream ends
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		regs := k.registrations()
+		if r := regs[0]; r.lw != nil {
+			if _, _, done := r.lw.state(); done {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first stream never ended")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	f.serve(t)
+	if err := f.register(ctx); err == nil || !strings.Contains(err.Error(), "device plugin already connected") {
+		t.Fatalf("a new instance's Register: %v, want \"device plugin already connected\"", err)
+	}
+	// A restart forgets everything.
+	k.stop(false)
+	if err := k.start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.register(ctx); err != nil {
+		t.Fatalf("Register after a restart: %v", err)
+	}
+}

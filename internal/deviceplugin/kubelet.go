@@ -79,7 +79,7 @@ var KubeletMirrors = []KubeletMirror{
 	{
 		Does:    "Refuses a Register from a socket it is connected to (\"device plugin already connected\") and, refusing it, drops its client of that socket: the first connection's end is never noticed.",
 		Kubelet: []KubeletFunc{{"(*ManagerImpl).PluginConnected", kubeletManager}, {"(*server).connectClient", kubeletHandler}, {"(*server).deregisterClient", kubeletHandler}, {"(*server).runClient", kubeletHandler}},
-		Check:   "keeps the kubelet's endpoint store (an accepted registration until its stream ends) and refuses such a Register with the kubelet's words",
+		Check:   "keeps the kubelet's endpoint store (an accepted registration until its stream ends), refuses such a Register with the kubelet's words and, as the kubelet, forgets the first connection",
 		Codes:   []string{CodeRegisteredTwice},
 	},
 	{

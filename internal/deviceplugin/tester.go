@@ -136,6 +136,12 @@ type registration struct {
 	// alreadyConnected: refused because the kubelet's connection to the
 	// same socket for the same resource was still open.
 	alreadyConnected bool
+	// forgotten: a later Register was refused as alreadyConnected, and
+	// the kubelet, refusing it, dropped its client of this socket
+	// (plugin/v1beta1/handler.go connectClient -> deregisterClient): the
+	// end of this stream is never noticed and the endpoint stays
+	// (runClient returns before PluginDisconnected). Under fakeKubelet.mu.
+	forgotten bool
 	// lw is the kubelet's own ListAndWatch stream on conn, started once
 	// the registration is accepted, as the kubelet starts it
 	// (plugin/v1beta1/handler.go connectClient -> runClient).
@@ -342,7 +348,8 @@ func (k *fakeKubelet) Register(_ context.Context, r *pluginapi.RegisterRequest) 
 	reg.opts = opts
 	key := r.ResourceName + "\x00" + sock
 	k.mu.Lock()
-	if _, ok := k.live[key]; ok {
+	if first, ok := k.live[key]; ok {
+		first.forgotten = true
 		k.mu.Unlock()
 		// The kubelet keeps this connection open and unused; the tester
 		// has no use for it either.
@@ -359,7 +366,7 @@ func (k *fakeKubelet) Register(_ context.Context, r *pluginapi.RegisterRequest) 
 		// The stream ended: the kubelet disconnects the endpoint
 		// (plugin/v1beta1/handler.go runClient -> manager.go PluginDisconnected).
 		k.mu.Lock()
-		if k.live[key] == reg {
+		if k.live[key] == reg && !reg.forgotten {
 			delete(k.live, key)
 		}
 		k.mu.Unlock()
