@@ -9,10 +9,13 @@ const (
 	PluginEndpointUnreachable   = "PLUGIN_ENDPOINT_UNREACHABLE"
 	PluginRegisterBeforeServe   = "PLUGIN_REGISTER_BEFORE_SERVE"
 	PluginDuplicateRegistration = "PLUGIN_DUPLICATE_REGISTRATION"
+	PluginRegisteredTwice       = "PLUGIN_REGISTERED_TWICE"
 	PluginOptionsOK             = "PLUGIN_OPTIONS_OK"
 	PluginOptionsFailed         = "PLUGIN_OPTIONS_FAILED"
+	PluginOptionsMismatch       = "PLUGIN_OPTIONS_MISMATCH"
 	PluginListed                = "PLUGIN_DEVICES_LISTED"
 	PluginListAndWatchFailed    = "PLUGIN_LISTANDWATCH_FAILED"
+	PluginListAndWatchEnded     = "PLUGIN_LISTANDWATCH_ENDED"
 	PluginNoDevices             = "PLUGIN_NO_DEVICES"
 	PluginDeviceIDDuplicate     = "PLUGIN_DEVICE_ID_DUPLICATE"
 	PluginDeviceIDInvalid       = "PLUGIN_DEVICE_ID_INVALID"
@@ -21,7 +24,9 @@ const (
 	PluginDevicesUnhealthy      = "PLUGIN_DEVICES_UNHEALTHY"
 	PluginNoHealthyDevices      = "PLUGIN_NO_HEALTHY_DEVICES"
 	PluginNUMAUnknown           = "PLUGIN_NUMA_UNKNOWN"
+	PluginNUMAPartial           = "PLUGIN_NUMA_PARTIAL"
 	PluginHealthFlapping        = "PLUGIN_HEALTH_FLAPPING"
+	PluginDeviceRemoved         = "PLUGIN_DEVICE_REMOVED"
 	PluginHealthUpdate          = "PLUGIN_HEALTH_UPDATE"
 	PluginHealthNotReported     = "PLUGIN_HEALTH_NOT_REPORTED"
 	PluginPreferredOK           = "PLUGIN_PREFERRED_OK"
@@ -32,6 +37,8 @@ const (
 	PluginAllocateSlow          = "PLUGIN_ALLOCATE_SLOW"
 	PluginCrashed               = "PLUGIN_CRASHED"
 	PluginAllocateInvalid       = "PLUGIN_ALLOCATE_RESPONSE_INVALID"
+	PluginAllocateExtra         = "PLUGIN_ALLOCATE_RESPONSES_EXTRA"
+	PluginAllocatePathConflict  = "PLUGIN_ALLOCATE_PATH_CONFLICT"
 	PluginAllocateHostMissing   = "PLUGIN_ALLOCATE_HOST_PATH_MISSING"
 	PluginAllocateCDIResolved   = "PLUGIN_ALLOCATE_CDI_RESOLVED"
 	PluginAllocateCDIUnresolved = "PLUGIN_ALLOCATE_CDI_UNRESOLVABLE"
@@ -42,6 +49,7 @@ const (
 	PluginPreStartFailed        = "PLUGIN_PRESTART_FAILED"
 	PluginReregistered          = "PLUGIN_REREGISTERED"
 	PluginNoReregister          = "PLUGIN_NO_REREGISTER"
+	PluginReregisterRefused     = "PLUGIN_REREGISTER_REFUSED"
 	PluginNotRun                = "PLUGIN_CHECK_NOT_RUN"
 )
 
@@ -104,11 +112,14 @@ invalid" and ignores the plugin. The evidence gives the rule that failed.`,
 		Status: "FAIL",
 		Title:  "the plugin's endpoint does not answer",
 		Explain: `The socket the plugin registered (or the one given with --device-plugin-socket)
-could not be dialled, or did not answer GetDevicePluginOptions, within the
-timeout, not even after the registration. The kubelet's Register handler dials
-the endpoint back before it answers (plugin/v1beta1/server.go connectClient)
-and fails the registration with "failed to dial device plugin: ..." when it
-cannot.`,
+could not be dialled within the timeout, not even after the registration, or
+it accepts connections and never completes gRPC's HTTP/2 handshake (another
+kind of server, a process that accepts and never answers). The kubelet's
+Register handler dials the endpoint back before it answers
+(plugin/v1beta1/handler.go connectClient) and waits, up to 10 s, for the gRPC
+connection to be ready (client.go dial: grpc.WithBlock), not merely for the
+socket to accept; then it fails the registration with "failed to dial device
+plugin: context deadline exceeded". The evidence says which of the two it was.`,
 		Remediation: "Check that the plugin listens on the socket it registers, in the same directory (`ls -l` the directory the evidence names), and that it is still running.",
 	},
 	{
@@ -136,6 +147,25 @@ UnexpectedAdmissionError. The evidence gives both endpoints.`,
 		Remediation: "Run one instance per node (a DaemonSet with maxSurge 0), and have the plugin refuse to start while another serves its socket (`accel-doctor plugin serve` does).",
 	},
 	{
+		Code:   PluginRegisteredTwice,
+		Status: "FAIL",
+		Title:  "the plugin registered twice from one socket while the kubelet was connected to it",
+		Explain: `A second Register named the same resource and the same socket while the
+kubelet's ListAndWatch stream from the first was still open. The kubelet of 1.37
+refuses it with "device plugin already connected: SOCKET" (manager.go
+PluginConnected: its endpointStore holds that socket already) and, refusing it,
+forgets its connection to the first one too (plugin/v1beta1/handler.go
+connectClient calls deregisterClient, which removes every client of that
+socket). When that stream ends, nothing marks the devices unhealthy (runClient
+finds no client and returns before PluginDisconnected): the node keeps
+advertising them with no plugin behind them, and every later Register from that
+socket is refused the same way, until the kubelet restarts. A plugin that
+retries a Register the kubelet had already accepted (a timeout of its own), or
+registers again on a timer, does this. The evidence gives both Register calls
+and the kubelet's answer.`,
+		Remediation: "Register once for each kubelet.sock, and again only when kubelet.sock is recreated; take \"device plugin already connected\" as registered and never retry it (`accel-doctor plugin serve` does). On a node where it happened, restart the kubelet.",
+	},
+	{
 		Code:   PluginOptionsOK,
 		Status: "PASS",
 		Title:  "GetDevicePluginOptions answered",
@@ -154,12 +184,27 @@ plugin.`,
 		Remediation: "Implement GetDevicePluginOptions (return the options even when both are false).",
 	},
 	{
+		Code:   PluginOptionsMismatch,
+		Status: "WARN",
+		Title:  "Register's options differ from GetDevicePluginOptions'",
+		Explain: `The options sent in the Register request are not the ones GetDevicePluginOptions
+answers. The kubelet ignores Register's options (plugin/v1beta1/server.go
+Register reads the version, the resource name and the endpoint only) and keeps
+GetDevicePluginOptions' answer (manager.go PluginConnected): it calls
+PreStartContainer and GetPreferredAllocation by that answer alone, so a plugin
+that asks for them in Register only is never called. The evidence gives both.`,
+		Remediation: "Send in Register the same DevicePluginOptions that GetDevicePluginOptions returns.",
+	},
+	{
 		Code:   PluginListed,
 		Status: "PASS",
 		Title:  "ListAndWatch listed the devices",
-		Explain: `The first ListAndWatch response came, with unique IDs of at most 63 characters,
-valid health values and NUMA nodes this host has. The evidence gives the count by
-health and the time from registration (or connection) to the list.`,
+		Explain: `ListAndWatch sent its list, and every list during the watch had unique IDs of at
+most 63 characters, valid health values and NUMA nodes this host has. The
+kubelet takes each list as the resource's whole set of devices (manager.go
+genericDeviceUpdateCallback); the evidence gives the last one's count by health
+(what the node advertises) and the time from registration (or connection) to
+the first.`,
 	},
 	{
 		Code:   PluginListAndWatchFailed,
@@ -172,12 +217,28 @@ resource unhealthy.`,
 		Remediation: "Send the device list as the first message of ListAndWatch, at once, then keep the stream open and send the list again on every change.",
 	},
 	{
+		Code:   PluginListAndWatchEnded,
+		Status: "FAIL",
+		Title:  "ListAndWatch ended while the plugin was still registered",
+		Explain: `The plugin's ListAndWatch stream ended after it had sent its list, while the
+kubelet would still be watching it (the stream's status, or OK for a plugin
+that returned, is in the evidence). The kubelet then disconnects the plugin
+(plugin/v1beta1/client.go Run returns; handler.go runClient; manager.go
+PluginDisconnected): its endpoint is stopped and every device of the resource
+is marked unhealthy (markResourceUnhealthy): capacity N, allocatable 0, pods
+fail admission with "no healthy devices present; cannot allocate unhealthy
+devices RESOURCE", and after the 5-minute endpointStopGracePeriod (types.go)
+the resource is dropped from the node, until the plugin registers again.`,
+		Remediation: "Keep ListAndWatch open for as long as the plugin serves: send the list, then wait, sending the list again on every change, until the stream's context ends.",
+	},
+	{
 		Code:   PluginNoDevices,
 		Status: "FAIL",
 		Title:  "the plugin lists no device",
-		Explain: `ListAndWatch sent an empty list. The resource appears on the node with capacity
-0; pods that request it stay Pending with "Insufficient RESOURCE". The plugin's
-selector matches nothing on this host, or its discovery failed.`,
+		Explain: `The list the kubelet holds at the end of the watch (each list replaces the last)
+is empty. The resource appears on the node with capacity 0; pods that request it
+stay Pending with "Insufficient RESOURCE". The plugin's selector matches nothing
+on this host, or its discovery failed.`,
 		Remediation: "Check what the plugin selects (for `accel-doctor plugin serve`, the config's selector against `accel-doctor pci`), and its log.",
 	},
 	{
@@ -186,7 +247,8 @@ selector matches nothing on this host, or its discovery failed.`,
 		Title:  "two devices share one ID",
 		Explain: `The kubelet keys devices by ID (manager.go genericDeviceUpdateCallback), so the
 duplicates collapse into one: capacity is lower than the number of devices the
-plugin lists, and the kubelet may hand one device to two containers.`,
+plugin lists, and an Allocate of that ID names one device where the plugin has
+several.`,
 		Remediation: "Give every device a unique ID (a PCI address, a UUID, a node name).",
 	},
 	{
@@ -222,16 +284,18 @@ allocatable.`,
 		Code:   PluginDevicesUnhealthy,
 		Status: "WARN",
 		Title:  "some devices are Unhealthy",
-		Explain: `The kubelet does not allocate them: allocatable is lower than capacity by their
-number (manager.go GetCapacity). The evidence gives which. The plugin may be right
-(a device lost its driver or node); check the host.`,
+		Explain: `In the list the kubelet holds at the end of the watch, some devices are
+Unhealthy. The kubelet does not allocate them: allocatable is lower than capacity
+by their number (manager.go GetCapacity). The evidence gives which. The plugin
+may be right (a device lost its driver or node); check the host.`,
 		Remediation: "Look at the devices on the host (`accel-doctor check`); the plugin's log says why it marked them.",
 	},
 	{
 		Code:   PluginNoHealthyDevices,
 		Status: "FAIL",
 		Title:  "every device is Unhealthy",
-		Explain: `The node shows capacity N and allocatable 0 for the resource (manager.go
+		Explain: `In the list the kubelet holds at the end of the watch, no device is Healthy.
+The node shows capacity N and allocatable 0 for the resource (manager.go
 GetCapacity): pods requesting it stay Pending with "Insufficient RESOURCE", and a
 pod bound before the change fails admission with UnexpectedAdmissionError "no
 healthy devices present; cannot allocate unhealthy devices".`,
@@ -239,14 +303,32 @@ healthy devices present; cannot allocate unhealthy devices".`,
 	},
 	{
 		Code:   PluginNUMAUnknown,
-		Status: "FAIL",
+		Status: "WARN",
 		Title:  "a device names a NUMA node this host does not have",
 		Explain: `A device's TopologyInfo names a NUMA node that is not online on this host
-(/sys/devices/system/node/online). The topology manager builds its hints from
-these IDs (devicemanager topology_hints.go): with the single-numa-node or
-restricted policy no hint aligns and pods fail admission with
-TopologyAffinityError.`,
+(/sys/devices/system/node/online). The kubelet of 1.37 drops NUMA IDs its
+machine information does not know ("Ignoring NUMA node IDs reported by device
+plugin that are unknown to cadvisor", devicemanager topology_hints.go
+deviceNUMANodes), so a device whose only node is unknown fits no topology hint:
+under the topology manager's restricted or single-numa-node policy a pod that
+needs it fails admission with TopologyAffinityError; under none (the default)
+and best-effort it is allocated as a device without topology (manager.go
+filterByAffinity).`,
 		Remediation: "Report the NUMA node the kernel gives (the PCI function's numa_node in sysfs), and no TopologyInfo when it is -1.",
+	},
+	{
+		Code:   PluginNUMAPartial,
+		Status: "WARN",
+		Title:  "some devices give a NUMA node and others none",
+		Explain: `Once any device of a resource has a NUMA node in its TopologyInfo, the kubelet
+treats the whole resource as topology-aligned (devicemanager topology_hints.go
+deviceHasTopologyAlignment), and a device without one fits no NUMA mask: it is
+counted in no topology hint (generateDeviceTopologyHints) and allocated only
+after every aligned device (manager.go filterByAffinity). Under the topology
+manager's restricted or single-numa-node policy a pod that needs those devices
+finds no hint and fails admission with TopologyAffinityError; under none and
+best-effort it is admitted. The evidence gives the devices without a node.`,
+		Remediation: "Give every device its NUMA node (the PCI function's numa_node in sysfs); on a host where the kernel knows none for some (-1), expect those devices to be left out of aligned allocations.",
 	},
 	{
 		Code:   PluginHealthFlapping,
@@ -258,6 +340,20 @@ Healthy moment and admitted in an Unhealthy one fails with
 UnexpectedAdmissionError. A health check that reacts to one transient error (one
 XID, one missed poll) does this.`,
 		Remediation: "Make the health check debounce transient errors; the plugin's log says what changed.",
+	},
+	{
+		Code:   PluginDeviceRemoved,
+		Status: "WARN",
+		Title:  "a device was left out of a later list",
+		Explain: `A device the plugin listed was missing from a later ListAndWatch response during
+the watch, while nothing was done to the host. The kubelet takes each list as
+the resource's whole set (manager.go genericDeviceUpdateCallback): the device
+leaves capacity and allocatable, and a pod that holds it is refused when the
+kubelet admits it again with "previously allocated devices are no longer
+healthy; cannot allocate unhealthy devices RESOURCE" (devicesToAllocate).
+A device that went bad is better listed Unhealthy: capacity keeps it and
+allocatable drops. The evidence gives which devices.`,
+		Remediation: "List every device in every response; mark one that went away Unhealthy instead of leaving it out (`accel-doctor plugin serve` does).",
 	},
 	{
 		Code:   PluginHealthUpdate,
@@ -284,13 +380,16 @@ available devices, with the must-include device in it.`,
 	},
 	{
 		Code:   PluginPreferredWrong,
-		Status: "FAIL",
+		Status: "WARN",
 		Title:  "GetPreferredAllocation answered a wrong set",
 		Explain: `The answer has the wrong size, leaves out a must-include device, names a device
 that was not available, names one twice, or answers another number of containers.
-The kubelet intersects the answer with what it can give (manager.go
-devicesToAllocate) and fills the rest itself, so the preference is lost, and a
-must-include device (one a restarted container already holds) may be dropped.`,
+The kubelet does not fail the pod for it: it takes the first container response,
+keeps of it only the devices it can give, and fills the rest itself (manager.go
+callGetPreferredAllocationIfAvailable, devicesToAllocate: the preferred set
+intersected with the available one, then the aligned and the other available
+devices; the must-include devices are allocated before the call), so the
+plugin's choice (NVLink, PCIe or NUMA locality) is partly or wholly lost.`,
 		Remediation: "Return exactly allocation_size IDs from available_deviceIDs, every must_include_deviceIDs among them, one response per container request.",
 	},
 	{
@@ -342,10 +441,22 @@ and the kubelet, whose ListAndWatch stream ends, marks every device unhealthy
 	{
 		Code:   PluginAllocateInvalid,
 		Status: "FAIL",
-		Title:  "Allocate answered the wrong number of container responses",
-		Explain: `The kubelet sends one container request and uses the first response
-(manager.go allocateContainerResources: "no containers return in allocation
-response" when there is none).`,
+		Title:  "Allocate answered no container response",
+		Explain: `The kubelet sends one container request per Allocate (devicemanager endpoint.go
+allocate) and fails the pod's admission when the answer has no container
+response: "no containers return in allocation response" (manager.go
+allocateContainerResources).`,
+		Remediation: "Answer one ContainerAllocateResponse per ContainerAllocateRequest, in order.",
+	},
+	{
+		Code:   PluginAllocateExtra,
+		Status: "WARN",
+		Title:  "Allocate answered more container responses than requests",
+		Explain: `The answer to one container request has several container responses. The
+kubelet uses the first and ignores the rest (manager.go
+allocateContainerResources: resp.ContainerResponses[0]); the API asks for one
+response per request, in order, so whatever the plugin meant by the others
+never reaches a container.`,
 		Remediation: "Answer one ContainerAllocateResponse per ContainerAllocateRequest, in order.",
 	},
 	{
@@ -356,6 +467,17 @@ response" when there is none).`,
 kubelet passes them to the runtime, which fails to create the container (runc:
 "error gathering device information while adding custom device").`,
 		Remediation: "Give paths that exist; for device nodes, check the driver is loaded (`accel-doctor check`).",
+	},
+	{
+		Code:   PluginAllocatePathConflict,
+		Status: "WARN",
+		Title:  "Allocate gives one container path two host paths",
+		Explain: `Two device specs (or two mounts) of the answer name the same container path with
+different host paths. The kubelet keeps the first and drops the other, logging
+"Container device has conflicting mapping host devices" (or "Container mount
+has conflicting mapping host mounts") (devicemanager pod_devices.go
+deviceRunContainerOptions): the container lacks what the second one named.`,
+		Remediation: "Give every device node and mount a container path of its own.",
 	},
 	{
 		Code:   PluginAllocateCDIResolved,
@@ -421,8 +543,11 @@ and the call for allocated healthy devices failed: containers fail to start with
 		Code:   PluginReregistered,
 		Status: "PASS",
 		Title:  "the plugin registered again after kubelet.sock was recreated",
-		Explain: `accel-doctor removed and recreated kubelet.sock, as a restarting kubelet does,
-and the plugin registered again. The evidence gives how long it took.`,
+		Explain: `accel-doctor removed kubelet.sock and the plugin's socket and made kubelet.sock
+again, as a restarting kubelet does (it removes every socket of its directory
+first, manager.go CleanupPluginDirectory), and the plugin registered again, the
+kubelet accepted it, and its new ListAndWatch sent the list. The evidence gives
+how long it took.`,
 	},
 	{
 		Code:   PluginNoReregister,
@@ -434,6 +559,20 @@ a kubelet restart the node shows the resource with capacity and allocatable 0
 (restored from the checkpoint with no device under a stopped endpoint,
 manager.go readCheckpoint) for 5 minutes, then not at all.`,
 		Remediation: "Watch the directory (inotify) and register again when kubelet.sock is created (`accel-doctor plugin serve` does); restarting the plugin pod is the workaround.",
+	},
+	{
+		Code:   PluginReregisterRefused,
+		Status: "FAIL",
+		Title:  "the plugin registered again after kubelet.sock was recreated, and the kubelet refused it",
+		Explain: `After kubelet.sock and the plugin's socket were removed and kubelet.sock made
+again, as a restarting kubelet does (manager.go CleanupPluginDirectory), the
+plugin called Register, and the kubelet refused it: most often the plugin did
+not make its socket again, so the kubelet's dial back failed ("failed to dial
+device plugin: ..."). The resource then stays as the restarted kubelet restored
+it from its checkpoint (manager.go readCheckpoint): capacity and allocatable 0
+under a stopped endpoint, dropped after 5 minutes. The evidence gives the
+kubelet's answer.`,
+		Remediation: "When kubelet.sock is created, make the plugin's socket again if it is gone, serve on it, and only then Register (`accel-doctor plugin serve` does).",
 	},
 	{
 		Code:   PluginNotRun,

@@ -31,10 +31,13 @@ const (
 	CodeEndpointUnreachable   = catalog.PluginEndpointUnreachable
 	CodeRegisterBeforeServe   = catalog.PluginRegisterBeforeServe
 	CodeDuplicateRegistration = catalog.PluginDuplicateRegistration
+	CodeRegisteredTwice       = catalog.PluginRegisteredTwice
 	CodeOptionsOK             = catalog.PluginOptionsOK
 	CodeOptionsFailed         = catalog.PluginOptionsFailed
+	CodeOptionsMismatch       = catalog.PluginOptionsMismatch
 	CodeListed                = catalog.PluginListed
 	CodeListAndWatchFailed    = catalog.PluginListAndWatchFailed
+	CodeListAndWatchEnded     = catalog.PluginListAndWatchEnded
 	CodeNoDevices             = catalog.PluginNoDevices
 	CodeDeviceIDDuplicate     = catalog.PluginDeviceIDDuplicate
 	CodeDeviceIDInvalid       = catalog.PluginDeviceIDInvalid
@@ -43,7 +46,9 @@ const (
 	CodeDevicesUnhealthy      = catalog.PluginDevicesUnhealthy
 	CodeNoHealthyDevices      = catalog.PluginNoHealthyDevices
 	CodeNUMAUnknown           = catalog.PluginNUMAUnknown
+	CodeNUMAPartial           = catalog.PluginNUMAPartial
 	CodeHealthFlapping        = catalog.PluginHealthFlapping
+	CodeDeviceRemoved         = catalog.PluginDeviceRemoved
 	CodeHealthUpdate          = catalog.PluginHealthUpdate
 	CodeHealthNotReported     = catalog.PluginHealthNotReported
 	CodePreferredOK           = catalog.PluginPreferredOK
@@ -54,6 +59,8 @@ const (
 	CodeAllocateSlow          = catalog.PluginAllocateSlow
 	CodeCrashed               = catalog.PluginCrashed
 	CodeAllocateInvalid       = catalog.PluginAllocateInvalid
+	CodeAllocateExtra         = catalog.PluginAllocateExtra
+	CodeAllocatePathConflict  = catalog.PluginAllocatePathConflict
 	CodeAllocateHostMissing   = catalog.PluginAllocateHostMissing
 	CodeAllocateCDIResolved   = catalog.PluginAllocateCDIResolved
 	CodeAllocateCDIUnresolved = catalog.PluginAllocateCDIUnresolved
@@ -64,5 +71,6 @@ const (
 	CodePreStartFailed        = catalog.PluginPreStartFailed
 	CodeReregistered          = catalog.PluginReregistered
 	CodeNoReregister          = catalog.PluginNoReregister
+	CodeReregisterRefused     = catalog.PluginReregisterRefused
 	CodeNotRun                = catalog.PluginNotRun
 )

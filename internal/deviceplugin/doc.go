@@ -23,7 +23,13 @@
 // (written to a temporary file and renamed, after the CDI library parsed
 // it), and, in the tester, kubelet.sock in the directory it is given
 // (made the same way; refused when something answers there already: it
-// never takes over a live kubelet's socket).
+// never takes over a live kubelet's socket), where its restart removes the
+// sockets of the plugins that registered with it, as a starting kubelet
+// removes every socket of its directory.
+//
+// The tester judges a plugin as the kubelet's device manager of 1.37
+// does (pkg/kubelet/cm/devicemanager); KubeletMirrors says, check by
+// check, which of the manager's functions each one mirrors.
 //
 // Health is event-driven (Monitor): fsnotify watches on /dev, the
 // devices' node directories and their sysfs directories, and the kernel's

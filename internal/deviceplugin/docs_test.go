@@ -11,8 +11,8 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the generated sections of docs/device-plugin.md")
 
-// The mode and code tables of docs/device-plugin.md are generated from
-// ModeDocs and Codes (go test ./internal/deviceplugin -run TestDocs
+// The mode, code and kubelet tables of docs/device-plugin.md are
+// generated from ModeDocs, Codes and KubeletMirrors (go test ./internal/deviceplugin -run TestDocs
 // -update); this test fails when they drift.
 func TestDocsTables(t *testing.T) {
 	p := filepath.Join(repoRoot(t), "docs/device-plugin.md")
@@ -23,6 +23,7 @@ func TestDocsTables(t *testing.T) {
 	doc := string(b)
 	doc = replaceSection(t, doc, "modes", modesTable())
 	doc = replaceSection(t, doc, "codes", codesTable())
+	doc = replaceSection(t, doc, "kubelet", kubeletTable())
 	if *update {
 		if err := os.WriteFile(p, []byte(doc), 0o644); err != nil {
 			t.Fatal(err)
@@ -70,4 +71,78 @@ func codesTable() string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// kubeletTable is "What the kubelet does": each row a behaviour of the
+// device manager, the functions that have it (grouped by file), and the
+// check of `plugin test` that mirrors it, with its codes.
+func kubeletTable() string {
+	var b strings.Builder
+	b.WriteString("| the kubelet's device manager | where (kubernetes/kubernetes) | `plugin test` | codes |\n|---|---|---|---|\n")
+	for _, m := range KubeletMirrors {
+		var files []string
+		funcs := map[string][]string{}
+		for _, f := range m.Kubelet {
+			if _, ok := funcs[f.File]; !ok {
+				files = append(files, f.File)
+			}
+			funcs[f.File] = append(funcs[f.File], "`"+f.Func+"`")
+		}
+		var where []string
+		for _, f := range files {
+			where = append(where, strings.Join(funcs[f], ", ")+" in `"+f+"`")
+		}
+		if len(where) == 0 {
+			where = []string{"none"}
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | `%s` |\n", cell(m.Does), strings.Join(where, "; "), cell(m.Check), strings.Join(m.Codes, "`, `"))
+	}
+	return b.String()
+}
+
+// Every code `plugin test` reports is in the kubelet table of
+// docs/device-plugin.md (read from the file, not from KubeletMirrors),
+// once, and the table names no code that does not exist; every row
+// names the kubelet's functions but the NOT_RUN one.
+func TestKubeletTableNamesEveryCode(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "docs/device-plugin.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	i, j := strings.Index(doc, "<!-- kubelet (generated) -->"), strings.Index(doc, "<!-- /kubelet -->")
+	if i < 0 || j < i {
+		t.Fatal("docs/device-plugin.md has no kubelet table")
+	}
+	if k := strings.Index(doc, "## `plugin test`"); k < 0 || k > i || strings.Contains(doc[k+1:i], "\n## ") {
+		t.Error("the kubelet table is not in the section `plugin test`")
+	}
+	table := doc[i:j]
+	inTable := map[string]int{}
+	for _, line := range strings.Split(table, "\n") {
+		cells := strings.Split(line, " | ")
+		if len(cells) < 4 || !strings.HasPrefix(line, "| ") || strings.HasPrefix(line, "|---") {
+			continue
+		}
+		last := cells[len(cells)-1]
+		if last == "codes |" {
+			continue // the header
+		}
+		for _, c := range strings.Split(strings.TrimSuffix(last, " |"), ", ") {
+			inTable[strings.Trim(c, "`")]++
+		}
+		if !strings.Contains(last, "`"+CodeNotRun+"`") && !strings.Contains(cells[1], "`pkg/") {
+			t.Errorf("a row names no kubelet file: %s", line)
+		}
+	}
+	for _, c := range Codes {
+		if inTable[c.Code] != 1 {
+			t.Errorf("%s is in the kubelet table %d times, want once", c.Code, inTable[c.Code])
+		}
+	}
+	for c := range inTable {
+		if _, ok := CodeOf(c); !ok {
+			t.Errorf("the kubelet table names %q, which is no code", c)
+		}
+	}
 }

@@ -363,7 +363,7 @@ func dialUnix(p string) (*grpc.ClientConn, error) {
 
 // register sends one Register to kubelet.sock. The kubelet dials the
 // socket back and calls GetDevicePluginOptions before it answers
-// (plugin/v1beta1/server.go Register -> connectClient; its dial waits up
+// (plugin/v1beta1/server.go Register -> handler.go connectClient; its dial waits up
 // to 10 s, client.go dial), hence the timeout.
 func (e *endpoint) register(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
@@ -124,10 +126,25 @@ func ev(path, format string, a ...any) report.Evidence {
 
 // registration is one Register the fake kubelet received.
 type registration struct {
-	at       time.Time
-	req      *pluginapi.RegisterRequest
-	err      error // what the kubelet would have answered
-	dialErr  error // the endpoint could not be dialled at Register time
+	at      time.Time
+	req     *pluginapi.RegisterRequest
+	err     error // what the kubelet would have answered
+	dialErr error // the endpoint could not be dialled at Register time
+	// opts is GetDevicePluginOptions' answer at Register time: what the
+	// kubelet keeps (manager.go PluginConnected), whatever Register said.
+	opts *pluginapi.DevicePluginOptions
+	// alreadyConnected: refused because the kubelet's connection to the
+	// same socket for the same resource was still open.
+	alreadyConnected bool
+	// forgotten: a later Register was refused as alreadyConnected, and
+	// the kubelet, refusing it, dropped its client of this socket
+	// (plugin/v1beta1/handler.go connectClient -> deregisterClient): the
+	// end of this stream is never noticed and the endpoint stays
+	// (runClient returns before PluginDisconnected). Under fakeKubelet.mu.
+	forgotten bool
+	// lw is the kubelet's own ListAndWatch stream on conn, started once
+	// the registration is accepted, as the kubelet starts it
+	// (plugin/v1beta1/handler.go connectClient -> runClient).
 	lw       *lwRecorder
 	conn     *grpc.ClientConn
 	firstLWT time.Duration // Register -> first ListAndWatch response
@@ -214,14 +231,75 @@ type fakeKubelet struct {
 	// inflight counts Register calls being judged (dialling back can
 	// take the kubelet's 10 s): a wait does not end while one is.
 	inflight int
-	wake     chan struct{}
-	srv      *grpc.Server
+	// live is the kubelet's endpointStore: the accepted registrations
+	// whose ListAndWatch stream is open, by resource and socket path
+	// (manager.go PluginConnected adds one; PluginDisconnected, called
+	// when the stream ends, removes it). A kubelet that restarts has none.
+	live map[string]*registration
+	wake chan struct{}
+	srv  *grpc.Server
+}
+
+// versionSupported is the kubelet's version check of a Register
+// (plugin/v1beta1/server.go isVersionCompatibleWithPlugin).
+func versionSupported(v string) bool { return slices.Contains(pluginapi.SupportedVersions[:], v) }
+
+// dialReady opens a gRPC connection to the unix socket p and waits until
+// it is ready, as the kubelet's dial does (plugin/v1beta1/client.go dial:
+// grpc.DialContext with WithBlock, which returns once the connection is
+// READY: the socket accepted and gRPC's HTTP/2 handshake completed). A
+// socket that accepts and never speaks HTTP/2 fails it when ctx ends.
+func dialReady(ctx context.Context, p string) (*grpc.ClientConn, error) {
+	conn, err := dialUnix(p)
+	if err != nil {
+		return nil, err
+	}
+	conn.Connect()
+	for {
+		s := conn.GetState()
+		switch s {
+		case connectivity.Ready:
+			return conn, nil
+		case connectivity.Idle:
+			conn.Connect()
+		}
+		if !conn.WaitForStateChange(ctx, s) {
+			conn.Close()
+			return nil, &notReadyError{err: ctx.Err(), state: s}
+		}
+	}
+}
+
+// notReadyError is a gRPC connection that did not become ready in time.
+type notReadyError struct {
+	err   error // the context's
+	state connectivity.State
+}
+
+func (e *notReadyError) Error() string {
+	return fmt.Sprintf("%v (the gRPC connection was %s)", e.err, e.state)
+}
+
+func (e *notReadyError) Unwrap() error { return e.err }
+
+// dialErrorText is the kubelet's words for a failed dial
+// (plugin/v1beta1/client.go dial: errFailedToDialDevicePlugin + the
+// dial's error, which is the context's).
+func dialErrorText(err error) string {
+	var nr *notReadyError
+	if errors.As(err, &nr) {
+		err = nr.err
+	}
+	return "failed to dial device plugin: " + err.Error()
 }
 
 // Register follows plugin/v1beta1/server.go Register: the version, the
 // resource name, then the endpoint dialled back (waiting as the kubelet
-// does, client.go dial: 10 s, or the timeout when shorter) and its
-// options read (manager.go PluginConnected), then ListAndWatch started.
+// does, client.go dial: 10 s, or the timeout when shorter, until the gRPC
+// connection is ready) and its options read (manager.go PluginConnected),
+// refused when the same socket of the same resource is connected already
+// (PluginConnected: "device plugin already connected"), then ListAndWatch
+// started. Register's own options are not used, as the kubelet does not.
 func (k *fakeKubelet) Register(_ context.Context, r *pluginapi.RegisterRequest) (*pluginapi.Empty, error) {
 	reg := &registration{at: time.Now(), req: r}
 	k.mu.Lock()
@@ -237,7 +315,7 @@ func (k *fakeKubelet) Register(_ context.Context, r *pluginapi.RegisterRequest) 
 		default:
 		}
 	}()
-	if r.Version != pluginapi.Version {
+	if !versionSupported(r.Version) {
 		reg.err = fmt.Errorf("requested API version %q is not supported by kubelet. Supported version is %q", r.Version, pluginapi.SupportedVersions)
 		return nil, reg.err
 	}
@@ -248,24 +326,51 @@ func (k *fakeKubelet) Register(_ context.Context, r *pluginapi.RegisterRequest) 
 	sock := filepath.Join(k.dir, r.Endpoint)
 	ctx, cancel := context.WithTimeout(k.ctx, min(10*time.Second, k.timeout))
 	defer cancel()
+	// The socket accepting first (polled), then the gRPC handshake: a
+	// connection refused now is retried at once, not after gRPC's backoff.
 	if err := waitDial(ctx, sock); err != nil {
 		reg.dialErr = err
-		reg.err = fmt.Errorf("failed to dial device plugin: %v", err)
+		reg.err = errors.New(dialErrorText(err))
 		return nil, reg.err
 	}
-	conn, err := dialUnix(sock)
+	conn, err := dialReady(ctx, sock)
 	if err != nil {
-		reg.dialErr, reg.err = err, fmt.Errorf("failed to dial device plugin: %v", err)
+		reg.dialErr, reg.err = err, errors.New(dialErrorText(err))
 		return nil, reg.err
 	}
 	c := pluginapi.NewDevicePluginClient(conn)
-	if _, err := c.GetDevicePluginOptions(ctx, &pluginapi.Empty{}); err != nil {
+	opts, err := c.GetDevicePluginOptions(ctx, &pluginapi.Empty{})
+	if err != nil {
 		conn.Close()
 		reg.err = fmt.Errorf("failed to get device plugin options: %v", err)
 		return nil, reg.err
 	}
+	reg.opts = opts
+	key := r.ResourceName + "\x00" + sock
+	k.mu.Lock()
+	if first, ok := k.live[key]; ok {
+		first.forgotten = true
+		k.mu.Unlock()
+		// The kubelet keeps this connection open and unused; the tester
+		// has no use for it either.
+		conn.Close()
+		reg.alreadyConnected = true
+		reg.err = fmt.Errorf("device plugin already connected: %s", sock)
+		return nil, reg.err
+	}
+	k.live[key] = reg
+	k.mu.Unlock()
 	reg.conn, reg.lw = conn, newRecorder()
-	go reg.lw.run(k.ctx, c)
+	go func() {
+		reg.lw.run(k.ctx, c)
+		// The stream ended: the kubelet disconnects the endpoint
+		// (plugin/v1beta1/handler.go runClient -> manager.go PluginDisconnected).
+		k.mu.Lock()
+		if k.live[key] == reg && !reg.forgotten {
+			delete(k.live, key)
+		}
+		k.mu.Unlock()
+	}()
 	return &pluginapi.Empty{}, nil
 }
 
@@ -306,6 +411,9 @@ func (k *fakeKubelet) start() error {
 	if err != nil {
 		return err
 	}
+	k.mu.Lock()
+	k.live = map[string]*registration{}
+	k.mu.Unlock()
 	k.srv = grpc.NewServer()
 	pluginapi.RegisterRegistrationServer(k.srv, k)
 	go k.srv.Serve(lis)
@@ -337,7 +445,32 @@ func (k *fakeKubelet) stop(graceful bool) {
 			r.conn.Close()
 		}
 	}
+	k.live = map[string]*registration{}
 	k.mu.Unlock()
+}
+
+// removeSockets removes, as a starting kubelet removes every socket of
+// its directory (manager.go CleanupPluginDirectory), the sockets of the
+// plugins that registered with the tester: only those, only sockets, and
+// only entries of the directory itself, as the kubelet's cleanup skips
+// what is not a socket and does not descend. It returns their names.
+func (k *fakeKubelet) removeSockets() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, r := range k.registrations() {
+		p := filepath.Join(k.dir, r.req.Endpoint)
+		if seen[p] || filepath.Dir(p) != filepath.Clean(k.dir) || filepath.Base(p) == KubeletSocket {
+			continue
+		}
+		seen[p] = true
+		if fi, err := os.Lstat(p); err != nil || fi.Mode()&os.ModeSocket == 0 {
+			continue
+		}
+		if os.Remove(p) == nil {
+			out = append(out, filepath.Base(p))
+		}
+	}
+	return out
 }
 
 func (k *fakeKubelet) registrations() []*registration {
@@ -440,16 +573,29 @@ func testAsKubelet(ctx context.Context, o TestOptions, res *TestResult) (*TestRe
 		byRes[n] = append(byRes[n], r)
 	}
 	res.Resources = names
+	// Every resource is checked on the kubelet's own connection first;
+	// then one restart of the kubelet, which every one must survive.
+	var again []string
 	for _, name := range names {
 		rs := byRes[name]
 		t := &tester{o: o, res: res, subject: name}
 		last := t.registrationFindings(ctx, rs, start)
 		sock := filepath.Join(o.KubeletDir, last.req.Endpoint)
-		if t.contract(ctx, sock, last) && o.Reregister {
-			t.reregistration(ctx, k, name, len(k.registrations()))
-		} else if o.Reregister {
+		answered := t.contract(ctx, sock, last)
+		switch {
+		case !o.Reregister:
+		case answered && last.err == nil:
+			again = append(again, name)
+		case answered:
+			// A restart is judged only after a registration the kubelet
+			// accepted: until then the refusal above is what a node shows.
+			res.notRun("reregistered", name, res.afterFailure("skipped: the kubelet refused the plugin's registration"))
+		default:
 			res.notRun("reregistered", name, res.afterFailure("skipped: the plugin's endpoint did not answer the contract checks"))
 		}
+	}
+	if len(again) > 0 {
+		reregistration(ctx, o, res, k, again)
 	}
 	return res, nil
 }
@@ -459,6 +605,11 @@ type tester struct {
 	res     *TestResult
 	subject string
 	crashed bool
+	// unreachable: registration found the endpoint unreachable after
+	// waiting for it; the contract checks have nothing to dial.
+	unreachable bool
+	// ended: PLUGIN_LISTANDWATCH_ENDED was reported.
+	ended bool
 }
 
 // registrationFindings judges the Register calls of one resource and
@@ -479,7 +630,7 @@ func (t *tester) registrationFindings(ctx context.Context, rs []*registration, s
 	r := last
 	regEv := ev(kubeletSock, "Register{version %q, endpoint %q, resource %q, options %s} after %s", r.req.Version, r.req.Endpoint, r.req.ResourceName, optString(r.req.Options), r.at.Sub(start).Round(time.Millisecond))
 	switch {
-	case r.req.Version != pluginapi.Version:
+	case !versionSupported(r.req.Version):
 		t.res.add(CodeAPIVersion, t.subject, fmt.Sprintf("registered with API version %q; the kubelet supports %q only", r.req.Version, pluginapi.Version),
 			regEv, ev("", "the kubelet answers: %v", r.err))
 	case ValidateResourceName(r.req.ResourceName) != nil:
@@ -490,11 +641,24 @@ func (t *tester) registrationFindings(ctx context.Context, rs []*registration, s
 		sock := filepath.Join(t.o.KubeletDir, r.req.Endpoint)
 		wctx, cancel := context.WithTimeout(ctx, t.o.Timeout)
 		err := waitDial(wctx, sock)
-		cancel()
+		accepted := err == nil
 		if err == nil {
+			var conn *grpc.ClientConn
+			if conn, err = dialReady(wctx, sock); err == nil {
+				conn.Close()
+			}
+		}
+		cancel()
+		switch {
+		case err == nil:
 			t.res.add(CodeRegisterBeforeServe, t.subject, fmt.Sprintf("Register came before %s answered; it answered only later", sock),
-				regEv, ev(sock, "did not accept a connection during Register: %v", r.dialErr), ev("", "the kubelet answers: %v", r.err))
-		} else {
+				regEv, ev(sock, "not ready during Register: %v", r.dialErr), ev("", "the kubelet answers: %v", r.err))
+		case accepted:
+			t.unreachable = true
+			t.res.add(CodeEndpointUnreachable, t.subject, fmt.Sprintf("the registered endpoint %s accepts connections and never completes a gRPC handshake", sock),
+				regEv, ev(sock, "during Register: %v; after it, for %s: %v", r.dialErr, t.o.Timeout, err), ev("", "the kubelet answers: %v", r.err))
+		default:
+			t.unreachable = true
 			t.res.add(CodeEndpointUnreachable, t.subject, fmt.Sprintf("the registered endpoint %s never answered", sock),
 				regEv, ev(sock, "%v", r.dialErr))
 		}
@@ -518,6 +682,27 @@ func (t *tester) registrationFindings(ctx context.Context, rs []*registration, s
 		}
 		t.res.add(CodeDuplicateRegistration, t.subject, fmt.Sprintf("%d endpoints registered %s: %s", len(epList), t.subject, strings.Join(epList, ", ")), e...)
 	}
+	// A second Register from a socket the kubelet is connected to.
+	for _, twice := range rs {
+		if !twice.alreadyConnected {
+			continue
+		}
+		e := []report.Evidence{}
+		for _, a := range accepted {
+			if a.req.Endpoint == twice.req.Endpoint && a.at.Before(twice.at) {
+				e = append(e, ev(kubeletSock, "Register from endpoint %s after %s: accepted", a.req.Endpoint, a.at.Sub(start).Round(time.Millisecond)))
+			}
+		}
+		e = append(e, ev(kubeletSock, "Register from endpoint %s after %s, its ListAndWatch still open: the kubelet answers: %v", twice.req.Endpoint, twice.at.Sub(start).Round(time.Millisecond), twice.err))
+		t.res.add(CodeRegisteredTwice, t.subject, fmt.Sprintf("registered twice from %s; the kubelet refuses the second and forgets the first connection", twice.req.Endpoint), e...)
+		break
+	}
+	// The options the kubelet keeps are GetDevicePluginOptions', not
+	// Register's; a Register that sends none says nothing to compare.
+	if r.err == nil && r.opts != nil && r.req.Options != nil && !sameOptions(r.opts, r.req.Options) {
+		t.res.add(CodeOptionsMismatch, t.subject, fmt.Sprintf("Register sent options %s; GetDevicePluginOptions answers %s, which the kubelet uses", optString(r.req.Options), optString(r.opts)),
+			regEv, ev(filepath.Join(t.o.KubeletDir, r.req.Endpoint), "GetDevicePluginOptions: %s", optString(r.opts)))
+	}
 	// Registration -> first ListAndWatch, on the kubelet's own stream.
 	if last.lw != nil {
 		rs := last.lw.wait(ctx, 0, last.at.Add(t.o.Timeout))
@@ -529,6 +714,10 @@ func (t *tester) registrationFindings(ctx context.Context, rs []*registration, s
 	return last
 }
 
+func sameOptions(a, b *pluginapi.DevicePluginOptions) bool {
+	return a.PreStartRequired == b.PreStartRequired && a.GetPreferredAllocationAvailable == b.GetPreferredAllocationAvailable
+}
+
 func optString(o *pluginapi.DevicePluginOptions) string {
 	if o == nil {
 		return "{}"
@@ -537,25 +726,51 @@ func optString(o *pluginapi.DevicePluginOptions) string {
 }
 
 // contract checks the plugin's calls on sock. It reports whether the
-// endpoint answered (so that later steps make sense).
+// endpoint answered (so that later steps make sense). In kubelet mode
+// it uses the kubelet's own connection and ListAndWatch stream of the
+// registration, as the kubelet opens one stream per registration and
+// watches that one (plugin/v1beta1/client.go Run); with a socket, or
+// when the registration was refused, a connection of its own.
 func (t *tester) contract(ctx context.Context, sock string, reg *registration) bool {
 	subj := t.subject
-	dctx, cancel := context.WithTimeout(ctx, t.o.Timeout)
-	err := waitDial(dctx, sock)
-	cancel()
-	if err != nil {
-		if reg == nil || reg.dialErr == nil {
-			t.res.add(CodeEndpointUnreachable, subj, fmt.Sprintf("%s does not accept connections", sock), ev(sock, "%v", err))
+	if t.unreachable {
+		return false
+	}
+	var (
+		c         pluginapi.DevicePluginClient
+		lw        *lwRecorder
+		connected time.Time
+	)
+	if reg != nil && reg.conn != nil {
+		c, lw, connected = pluginapi.NewDevicePluginClient(reg.conn), reg.lw, reg.at
+	} else {
+		dctx, cancel := context.WithTimeout(ctx, t.o.Timeout)
+		err := waitDial(dctx, sock)
+		var conn *grpc.ClientConn
+		if err == nil {
+			conn, err = dialReady(dctx, sock)
+			if err != nil {
+				cancel()
+				t.res.add(CodeEndpointUnreachable, subj, fmt.Sprintf("%s accepts connections and never completes a gRPC handshake", sock),
+					ev(sock, "accepted a connection; no gRPC connection ready within %s: %v", t.o.Timeout, err))
+				return false
+			}
 		}
-		return false
+		cancel()
+		if err != nil {
+			if reg == nil || reg.dialErr == nil {
+				t.res.add(CodeEndpointUnreachable, subj, fmt.Sprintf("%s does not accept connections", sock), ev(sock, "%v", err))
+			}
+			return false
+		}
+		defer conn.Close()
+		c = pluginapi.NewDevicePluginClient(conn)
+		lctx, lcancel := context.WithCancel(ctx)
+		defer lcancel()
+		lw = newRecorder()
+		connected = time.Now()
+		go lw.run(lctx, c)
 	}
-	conn, err := dialUnix(sock)
-	if err != nil {
-		t.res.add(CodeEndpointUnreachable, subj, fmt.Sprintf("%s: %v", sock, err), ev(sock, "%v", err))
-		return false
-	}
-	defer conn.Close()
-	c := pluginapi.NewDevicePluginClient(conn)
 	cctx, cancel := context.WithTimeout(ctx, t.o.Timeout)
 	opts, err := c.GetDevicePluginOptions(cctx, &pluginapi.Empty{})
 	cancel()
@@ -565,11 +780,6 @@ func (t *tester) contract(ctx context.Context, sock string, reg *registration) b
 	}
 	t.res.add(CodeOptionsOK, subj, "options "+optString(opts), ev(sock, "GetDevicePluginOptions: %s", optString(opts)))
 
-	lctx, lcancel := context.WithCancel(ctx)
-	defer lcancel()
-	lw := newRecorder()
-	connected := time.Now()
-	go lw.run(lctx, c)
 	rs := lw.wait(ctx, 0, connected.Add(t.o.Timeout))
 	if len(rs) == 0 {
 		_, lerr, _ := lw.state()
@@ -583,7 +793,6 @@ func (t *tester) contract(ctx context.Context, sock string, reg *registration) b
 	if reg == nil {
 		t.res.Measurements = append(t.res.Measurements, Measurement{Name: "connection -> first ListAndWatch", Samples: []time.Duration{rs[0].at.Sub(connected)}})
 	}
-	devs := rs[0].devs
 
 	// Watch for changes nobody made.
 	watchEnd := time.Now().Add(t.o.Watch)
@@ -595,24 +804,25 @@ func (t *tester) contract(ctx context.Context, sock string, reg *registration) b
 		lw.wait(ctx, len(cur), watchEnd)
 	}
 	all, _, _ := lw.state()
-	// The first list is judged after the watch: a flapping plugin's first
-	// list may catch every device Unhealthy for a moment, which is its
-	// flapping (judged below), not a node without a device to allocate.
+	// The lists are judged after the watch, as the kubelet holds them
+	// then: a flapping plugin's list may catch every device Unhealthy
+	// for a moment, which is its flapping (judged below), not a node
+	// without a device to allocate.
 	flapping, ids := transitions(all)
 	laterHealthy := false
 	for _, r := range all[1:] {
 		laterHealthy = laterHealthy || len(healthyIDs(r.devs)) > 0
 	}
-	t.listFindings(sock, devs, reg, rs[0].at.Sub(connected), flapping >= 2 && laterHealthy)
+	t.listFindings(sock, all, rs[0].at.Sub(connected), flapping >= 2 && laterHealthy)
 	if flapping >= 2 {
 		t.res.add(CodeHealthFlapping, subj, fmt.Sprintf("%d health changes in %s without a trigger (%s)", flapping, t.o.Watch, strings.Join(ids, ", ")),
 			ev(sock, "%d ListAndWatch responses in %s", len(all), t.o.Watch))
 	}
-	latest := all[len(all)-1].devs
+	t.streamEnded(sock, lw)
 
 	t.healthUpdate(ctx, lw, sock)
 	all, _, _ = lw.state()
-	latest = all[len(all)-1].devs
+	latest := all[len(all)-1].devs
 
 	healthy := healthyIDs(latest)
 	if opts.GetPreferredAllocationAvailable {
@@ -643,7 +853,29 @@ func (t *tester) contract(ctx context.Context, sock string, reg *registration) b
 		t.res.notRun("prestart", subj, report.Explain("the plugin does not require PreStartContainer",
 			"Nothing to do: the kubelet calls PreStartContainer only for a plugin that sets PreStartRequired in its options."))
 	}
+	// A stream that ended during the calls: the kubelet would have
+	// disconnected the plugin by now.
+	t.streamEnded(sock, lw)
 	return true
+}
+
+// streamEnded reports, once, a ListAndWatch stream that ended after its
+// first list: the kubelet disconnects the plugin then
+// (plugin/v1beta1/client.go Run returns; handler.go runClient; manager.go
+// PluginDisconnected, markResourceUnhealthy). A plugin that died in a
+// call has PLUGIN_CRASHED, which says so.
+func (t *tester) streamEnded(sock string, lw *lwRecorder) {
+	rs, err, done := lw.state()
+	if !done || t.ended || t.crashed {
+		return
+	}
+	t.ended = true
+	how := "the plugin returned from ListAndWatch (status OK)"
+	if err != nil && !errors.Is(err, io.EOF) {
+		how = "ListAndWatch: " + err.Error()
+	}
+	t.res.add(CodeListAndWatchEnded, t.subject, fmt.Sprintf("ListAndWatch ended after %d response(s): the kubelet marks every device unhealthy and stops the endpoint", len(rs)),
+		ev(sock, "%s", how), ev(sock, "last response %s after the first", rs[len(rs)-1].at.Sub(rs[0].at).Round(time.Millisecond)))
 }
 
 func healthyIDs(devs []*pluginapi.Device) []string {
@@ -686,67 +918,98 @@ func transitions(rs []lwResp) (int, []string) {
 	return n, ids
 }
 
-// listFindings judges the first list; flapped: the watch that followed
-// saw the health flap and some device Healthy again.
-func (t *tester) listFindings(sock string, devs []*pluginapi.Device, reg *registration, took time.Duration, flapped bool) {
+// listFindings judges the lists ListAndWatch sent up to the end of the
+// watch as the kubelet takes them (manager.go
+// genericDeviceUpdateCallback: each list is the resource's whole set,
+// keyed by ID, Healthy only when exactly "Healthy"): every list's IDs,
+// health values and topology; a device left out of a later list; and
+// the health of the last list, which is what the node advertises.
+// flapped: the watch saw the health flap and some device Healthy again;
+// the health counts of one moment then say nothing the flapping finding
+// does not, and only devices Unhealthy in every list are counted.
+func (t *tester) listFindings(sock string, all []lwResp, took time.Duration, flapped bool) {
 	subj := t.subject
-	if len(devs) == 0 {
-		t.res.add(CodeNoDevices, subj, "ListAndWatch lists no device: capacity 0", ev(sock, "first ListAndWatch response: 0 devices"))
-		return
-	}
+	latest := all[len(all)-1].devs
 	bad := false
-	ids := map[string]int{}
-	healthy, unhealthy := 0, 0
-	var unhealthyIDs []string
-	for _, d := range devs {
-		ids[d.ID]++
-	}
-	for id, n := range ids {
-		switch {
-		case id == "":
-			t.res.add(CodeDeviceIDInvalid, subj, fmt.Sprintf("%d device(s) with an empty ID", n))
-			bad = true
-		case n > 1:
-			t.res.add(CodeDeviceIDDuplicate, subj+" "+id, fmt.Sprintf("device ID %q listed %d times: the kubelet counts it once", id, n))
-			bad = true
-		}
-		if len(id) > MaxDeviceIDLen {
-			t.res.add(CodeDeviceIDLong, subj+" "+truncate(id, 80), fmt.Sprintf("device ID of %d characters (the API documents at most %d)", len(id), MaxDeviceIDLen))
-			bad = true
+	// Each finding once, however many lists repeat it.
+	seen := map[string]bool{}
+	add := func(code, subject, summary string, e ...report.Evidence) {
+		if k := code + "\x00" + subject; !seen[k] {
+			seen[k] = true
+			t.res.add(code, subject, summary, e...)
 		}
 	}
 	hostNUMA, numaOK, numaErr := pci.NUMANodes(t.o.Root)
 	numaChecked := false
-	for _, d := range devs {
-		if !validHealth(d.Health) {
-			t.res.add(CodeHealthInvalid, subj+" "+d.ID, fmt.Sprintf("device %s has health %q: the kubelet counts it unhealthy", d.ID, d.Health))
-			bad = true
+	for i, r := range all {
+		which := "the first list"
+		if i > 0 {
+			which = fmt.Sprintf("list %d of %d", i+1, len(all))
 		}
-		if d.Health == pluginapi.Healthy {
-			healthy++
-		} else {
-			unhealthy++
-			unhealthyIDs = append(unhealthyIDs, d.ID)
-		}
-		if d.Topology == nil {
-			continue
-		}
-		for _, n := range d.Topology.Nodes {
-			if n == nil {
+		ids := map[string]int{}
+		var withNode, without []string
+		for _, d := range r.devs {
+			ids[d.ID]++
+			if !validHealth(d.Health) {
+				add(CodeHealthInvalid, subj+" "+d.ID, fmt.Sprintf("device %s has health %q: the kubelet counts it unhealthy", d.ID, d.Health), ev(sock, "%s", which))
+				bad = true
+			}
+			if d.Topology == nil || len(d.Topology.Nodes) == 0 {
+				without = append(without, d.ID)
 				continue
 			}
-			if !numaOK {
-				continue
+			withNode = append(withNode, d.ID)
+			for _, n := range d.Topology.Nodes {
+				if n == nil || !numaOK {
+					continue
+				}
+				numaChecked = true
+				if !slices.Contains(hostNUMA, int(n.ID)) {
+					add(CodeNUMAUnknown, subj+" "+d.ID, fmt.Sprintf("device %s names NUMA node %d; this host has %v", d.ID, n.ID, hostNUMA),
+						ev(pci.NodeOnlinePath, "%v", hostNUMA))
+					bad = true
+				}
 			}
-			numaChecked = true
-			if !slices.Contains(hostNUMA, int(n.ID)) {
-				t.res.add(CodeNUMAUnknown, subj+" "+d.ID, fmt.Sprintf("device %s names NUMA node %d; this host has %v", d.ID, n.ID, hostNUMA),
-					ev(pci.NodeOnlinePath, "%v", hostNUMA))
+		}
+		for _, id := range slices.Sorted(maps.Keys(ids)) {
+			n := ids[id]
+			switch {
+			case id == "":
+				add(CodeDeviceIDInvalid, subj, fmt.Sprintf("%d device(s) with an empty ID", n), ev(sock, "%s", which))
+				bad = true
+			case n > 1:
+				add(CodeDeviceIDDuplicate, subj+" "+id, fmt.Sprintf("device ID %q listed %d times: the kubelet counts it once", id, n), ev(sock, "%s", which))
+				bad = true
+			}
+			if len(id) > MaxDeviceIDLen {
+				add(CodeDeviceIDLong, subj+" "+truncate(id, 80), fmt.Sprintf("device ID of %d characters (the API documents at most %d)", len(id), MaxDeviceIDLen))
 				bad = true
 			}
 		}
+		if len(withNode) > 0 && len(without) > 0 {
+			add(CodeNUMAPartial, subj, fmt.Sprintf("%d of %d devices give no NUMA node while the others do: the kubelet's topology hints leave them out", len(without), len(r.devs)),
+				ev(sock, "%s: no NUMA node: %s", which, strings.Join(firstN(without, 8), ", ")))
+		}
+		// A device in this list that the next one leaves out.
+		if i+1 < len(all) {
+			next := map[string]bool{}
+			for _, d := range all[i+1].devs {
+				next[d.ID] = true
+			}
+			var gone []string
+			for id := range ids {
+				if !next[id] {
+					gone = append(gone, id)
+				}
+			}
+			sort.Strings(gone)
+			for _, id := range gone {
+				add(CodeDeviceRemoved, subj+" "+id, fmt.Sprintf("device %s was listed, then left out of list %d: the kubelet's capacity drops by it", id, i+2),
+					ev(sock, "list %d: %d devices; list %d: %d devices", i+1, len(r.devs), i+2, len(all[i+1].devs)))
+			}
+		}
 	}
-	if !numaChecked && hasTopology(devs) {
+	if !numaChecked && hasTopology(latest) {
 		reason := "the host's NUMA nodes are unknown (" + pci.NodeOnlinePath + " absent)"
 		if numaErr != nil {
 			reason = "the host's NUMA nodes could not be read: " + numaErr.Error()
@@ -757,22 +1020,51 @@ func (t *tester) listFindings(sock string, devs []*pluginapi.Device, reg *regist
 		}
 		t.res.notRun("numa", subj, why)
 	}
+	if len(latest) == 0 {
+		e := []report.Evidence{ev(sock, "the last of %d ListAndWatch responses: 0 devices", len(all))}
+		t.res.add(CodeNoDevices, subj, "ListAndWatch lists no device: capacity 0", e...)
+		return
+	}
+	healthy, unhealthy := 0, 0
+	var unhealthyIDs []string
+	for _, d := range latest {
+		if d.Health == pluginapi.Healthy {
+			healthy++
+		} else if !flapped || unhealthyThroughout(all, d.ID) {
+			unhealthy++
+			unhealthyIDs = append(unhealthyIDs, d.ID)
+		}
+	}
+	last := fmt.Sprintf("the last of %d ListAndWatch responses", len(all))
 	switch {
 	case healthy == 0 && flapped:
 		// Every device Unhealthy at that moment, Healthy again since:
 		// the flapping finding says it.
 	case healthy == 0:
-		t.res.add(CodeNoHealthyDevices, subj, fmt.Sprintf("all %d devices are Unhealthy: capacity %d, allocatable 0", len(devs), len(devs)),
-			ev(sock, "Unhealthy: %s", strings.Join(firstN(unhealthyIDs, 8), ", ")))
+		t.res.add(CodeNoHealthyDevices, subj, fmt.Sprintf("all %d devices are Unhealthy: capacity %d, allocatable 0", len(latest), len(latest)),
+			ev(sock, "%s: Unhealthy: %s", last, strings.Join(firstN(unhealthyIDs, 8), ", ")))
 		bad = true
 	case unhealthy > 0:
-		t.res.add(CodeDevicesUnhealthy, subj, fmt.Sprintf("%d of %d devices are Unhealthy", unhealthy, len(devs)),
-			ev(sock, "Unhealthy: %s", strings.Join(firstN(unhealthyIDs, 8), ", ")))
+		t.res.add(CodeDevicesUnhealthy, subj, fmt.Sprintf("%d of %d devices are Unhealthy", unhealthy, len(latest)),
+			ev(sock, "%s: Unhealthy: %s", last, strings.Join(firstN(unhealthyIDs, 8), ", ")))
 	}
 	if !bad {
-		t.res.add(CodeListed, subj, fmt.Sprintf("%d devices listed (%d Healthy) after %s", len(devs), healthy, took.Round(time.Microsecond)),
-			ev(sock, "IDs: %s", strings.Join(firstN(sortedIDs(devs), 8), ", ")))
+		t.res.add(CodeListed, subj, fmt.Sprintf("%d devices listed (%d Healthy) after %s", len(latest), healthy, took.Round(time.Microsecond)),
+			ev(sock, "%s: IDs: %s", last, strings.Join(firstN(sortedIDs(latest), 8), ", ")))
 	}
+}
+
+// unhealthyThroughout reports whether the device was not Healthy in any
+// of the lists that name it.
+func unhealthyThroughout(all []lwResp, id string) bool {
+	for _, r := range all {
+		for _, d := range r.devs {
+			if d.ID == id && d.Health == pluginapi.Healthy {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func hasTopology(devs []*pluginapi.Device) bool {
@@ -813,6 +1105,10 @@ func (t *tester) healthUpdate(ctx context.Context, lw *lwRecorder, sock string) 
 			"Measure it against accel-doctor's mock (`accel-doctor plugin mock --mode flapping`), whose health the tester can flip."))
 		return
 	}
+	if _, _, done := lw.state(); done {
+		t.res.notRun("health_update", t.subject, t.res.afterFailure("the ListAndWatch stream ended: no health change can arrive on it"))
+		return
+	}
 	if cur, _, _ := lw.state(); len(cur[len(cur)-1].devs) == 0 {
 		// A trigger that signals a process cannot tell whether anything
 		// changed (the mock's SIGUSR1 flips nothing in an empty list):
@@ -848,6 +1144,11 @@ func (t *tester) healthUpdate(ctx context.Context, lw *lwRecorder, sock string) 
 			n = len(rs)
 		}
 		if !got {
+			if _, _, done := lw.state(); done {
+				t.streamEnded(sock, lw)
+				t.res.notRun("health_update", t.subject, t.res.afterFailure("the ListAndWatch stream ended: no health change can arrive on it"))
+				return
+			}
 			t.res.add(CodeHealthNotReported, t.subject, fmt.Sprintf("a health change was triggered and ListAndWatch sent no update within %s", t.o.Timeout),
 				ev(sock, "%s", t.o.TriggerNote))
 			return
@@ -963,7 +1264,32 @@ func (t *tester) allocateChecks(ctx context.Context, c pluginapi.DevicePluginCli
 	}
 	m := Measurement{Name: "Allocate", Samples: samples}
 	t.res.Measurements = append(t.res.Measurements, m)
-	t.judgeAllocate(sock, first, firstIDs, m)
+	if !t.judgeAllocate(sock, first, firstIDs, m) {
+		return firstIDs
+	}
+
+	// A container that asks for two: the kubelet sends every device of
+	// a container in one request (manager.go allocateContainerResources,
+	// endpoint.go allocate).
+	if len(healthy) >= 2 {
+		ids := healthy[:2]
+		actx, cancel := context.WithTimeout(ctx, t.o.Timeout)
+		resp, err := c.Allocate(actx, &pluginapi.AllocateRequest{ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: ids}}})
+		cancel()
+		what := "Allocate of 2 devices " + strings.Join(ids, ",")
+		switch {
+		case err != nil && status.Code(err) == codes.Unavailable && goesSilent(sock):
+			t.crashed = true
+			t.res.add(CodeCrashed, subj, fmt.Sprintf("%s: the plugin died (%s); its socket no longer answers", what, err), ev(sock, "%v", err))
+			return nil
+		case err != nil:
+			t.res.add(CodeAllocateFailed, subj, what+": "+err.Error(), ev(sock, "%v", err))
+			return firstIDs
+		case len(resp.ContainerResponses) == 0:
+			t.res.add(CodeAllocateInvalid, subj, what+" answered no container response")
+			return firstIDs
+		}
+	}
 
 	// An ID that was never listed must be refused.
 	actx, cancel := context.WithTimeout(ctx, t.o.Timeout)
@@ -999,21 +1325,41 @@ func answers(sock string) bool {
 	return true
 }
 
-func (t *tester) judgeAllocate(sock string, resp *pluginapi.AllocateResponse, ids []string, m Measurement) {
+// judgeAllocate judges the first answer as the kubelet takes it; it
+// reports whether there was a container response to judge.
+func (t *tester) judgeAllocate(sock string, resp *pluginapi.AllocateResponse, ids []string, m Measurement) bool {
 	subj := t.subject
 	lat := ev("", "latency over %d calls: p50 %s, p99 %s", len(m.Samples), m.Percentile(50).Round(time.Microsecond), m.Percentile(99).Round(time.Microsecond))
-	if len(resp.ContainerResponses) != 1 {
-		t.res.add(CodeAllocateInvalid, subj, fmt.Sprintf("Allocate answered %d container responses for 1 request", len(resp.ContainerResponses)), lat)
-		return
+	// The kubelet fails on none and uses the first of several
+	// (manager.go allocateContainerResources).
+	switch n := len(resp.ContainerResponses); {
+	case n == 0:
+		t.res.add(CodeAllocateInvalid, subj, fmt.Sprintf("Allocate %s answered no container response", ids[0]), lat)
+		return false
+	case n > 1:
+		t.res.add(CodeAllocateExtra, subj, fmt.Sprintf("Allocate %s answered %d container responses for 1 request: the kubelet uses the first", ids[0], n), lat)
 	}
 	cr := resp.ContainerResponses[0]
 	bad := false
+	// The kubelet keeps the first host path of each container path
+	// (pod_devices.go deviceRunContainerOptions).
+	devPaths, mountPaths := map[string]string{}, map[string]string{}
+	conflict := func(kind string, seen map[string]string, cpath, hpath string) {
+		if prev, ok := seen[cpath]; ok {
+			if prev != hpath {
+				t.res.add(CodeAllocatePathConflict, subj+" "+cpath, fmt.Sprintf("Allocate %s gives %s %s from %s and from %s: the kubelet keeps %s", ids[0], kind, cpath, prev, hpath, prev))
+			}
+			return
+		}
+		seen[cpath] = hpath
+	}
 	var injects []report.Evidence
 	for _, d := range cr.Devices {
 		if d == nil {
 			continue
 		}
 		injects = append(injects, ev(d.HostPath, "device %s -> %s (%s)", d.HostPath, d.ContainerPath, d.Permissions))
+		conflict("device", devPaths, d.ContainerPath, d.HostPath)
 		if _, err := t.o.Root.Stat(d.HostPath); err != nil {
 			t.res.add(CodeAllocateHostMissing, subj+" "+d.HostPath, fmt.Sprintf("Allocate %s gives device %s, which this host lacks", ids[0], d.HostPath), ev(d.HostPath, "%s", shortErr(err)))
 			bad = true
@@ -1024,6 +1370,7 @@ func (t *tester) judgeAllocate(sock string, resp *pluginapi.AllocateResponse, id
 			continue
 		}
 		injects = append(injects, ev(mt.HostPath, "mount %s -> %s (read-only %t)", mt.HostPath, mt.ContainerPath, mt.ReadOnly))
+		conflict("mount", mountPaths, mt.ContainerPath, mt.HostPath)
 		if _, err := t.o.Root.Stat(mt.HostPath); err != nil {
 			t.res.add(CodeAllocateHostMissing, subj+" "+mt.HostPath, fmt.Sprintf("Allocate %s mounts %s, which this host lacks", ids[0], mt.HostPath), ev(mt.HostPath, "%s", shortErr(err)))
 			bad = true
@@ -1077,34 +1424,86 @@ func (t *tester) judgeAllocate(sock string, resp *pluginapi.AllocateResponse, id
 		t.res.add(CodeAllocateOK, subj, fmt.Sprintf("Allocate %s answered: %d device specs, %d mounts, %d envs, %d CDI devices", ids[0], len(cr.Devices), len(cr.Mounts), len(cr.Envs), len(cr.CdiDevices)),
 			append([]report.Evidence{lat}, injects...)...)
 	}
+	return true
 }
 
-// reregistration recreates kubelet.sock, as a restarting kubelet does,
-// and waits for the resource to register again.
-func (t *tester) reregistration(ctx context.Context, k *fakeKubelet, name string, seen int) {
+// reregistration restarts the fake kubelet as a kubelet restarts: its
+// connections end, kubelet.sock and the registered plugins' sockets are
+// removed (manager.go CleanupPluginDirectory removes every socket of the
+// directory before the new kubelet.sock is served), and kubelet.sock is
+// made again; then each resource must register again, be accepted, and
+// list its devices on the new stream.
+func reregistration(ctx context.Context, o TestOptions, res *TestResult, k *fakeKubelet, names []string) {
+	seen := len(k.registrations())
+	kubeletSock := filepath.Join(k.dir, KubeletSocket)
 	k.stop(false)
+	removed := k.removeSockets()
 	at := time.Now()
 	if err := k.start(); err != nil {
-		t.res.notRun("reregistered", name, report.Explain("kubelet.sock could not be served again: "+err.Error(),
-			"The tester could not bind kubelet.sock again in --device-plugin-dir: check that nothing else serves it (`ls -l DIR/kubelet.sock`, a kubelet on this host) and run the test again."))
+		for _, name := range names {
+			res.notRun("reregistered", name, report.Explain("kubelet.sock could not be served again: "+err.Error(),
+				"The tester could not bind kubelet.sock again in --device-plugin-dir: check that nothing else serves it (`ls -l DIR/kubelet.sock`, a kubelet on this host) and run the test again."))
+		}
 		return
 	}
-	for {
-		rs := k.waitRegs(ctx, seen, at.Add(t.o.Timeout))
+	restarted := ev(kubeletSock, "recreated at %s; removed first: kubelet.sock, %s", at.Format(time.RFC3339Nano), orNone(removed))
+	deadline := at.Add(o.Timeout)
+	pending := map[string]bool{}
+	for _, n := range names {
+		pending[n] = true
+	}
+	refused := map[string]*registration{}
+	for len(pending) > 0 {
+		rs := k.waitRegs(ctx, seen, deadline)
 		if len(rs) <= seen {
-			t.res.add(CodeNoReregister, name, fmt.Sprintf("no Register of %s within %s of kubelet.sock being recreated", name, t.o.Timeout),
-				ev(filepath.Join(k.dir, KubeletSocket), "recreated at %s", at.Format(time.RFC3339Nano)))
-			return
+			break
 		}
 		for _, r := range rs[seen:] {
-			if r.req.ResourceName == name {
-				took := r.at.Sub(at)
-				t.res.Measurements = append(t.res.Measurements, Measurement{Name: "kubelet.sock recreated -> Register", Samples: []time.Duration{took}})
-				t.res.add(CodeReregistered, name, fmt.Sprintf("registered again %s after kubelet.sock was recreated", took.Round(time.Microsecond)),
-					ev(filepath.Join(k.dir, KubeletSocket), "Register from endpoint %s", r.req.Endpoint))
-				return
+			name := r.req.ResourceName
+			if !pending[name] {
+				continue
 			}
+			if r.err != nil {
+				// It may try again; the last refusal is the answer.
+				refused[name] = r
+				continue
+			}
+			delete(pending, name)
+			took := r.at.Sub(at)
+			lrs := r.lw.wait(ctx, 0, r.at.Add(o.Timeout))
+			if len(lrs) == 0 {
+				_, lerr, _ := r.lw.state()
+				msg := fmt.Sprintf("no ListAndWatch response within %s", o.Timeout)
+				if lerr != nil {
+					msg = "ListAndWatch: " + lerr.Error()
+				}
+				res.add(CodeListAndWatchFailed, name, "after registering again: "+msg, restarted, ev(filepath.Join(k.dir, r.req.Endpoint), "%s", msg))
+				continue
+			}
+			res.Measurements = append(res.Measurements,
+				Measurement{Name: "kubelet.sock recreated -> Register", Samples: []time.Duration{took}},
+				Measurement{Name: "kubelet.sock recreated -> first ListAndWatch", Samples: []time.Duration{lrs[0].at.Sub(at)}})
+			res.add(CodeReregistered, name, fmt.Sprintf("registered again %s after kubelet.sock was recreated, and listed %d devices", took.Round(time.Microsecond), len(lrs[0].devs)),
+				restarted, ev(kubeletSock, "Register from endpoint %s: accepted", r.req.Endpoint))
 		}
 		seen = len(rs)
 	}
+	for _, name := range names {
+		if !pending[name] {
+			continue
+		}
+		if r := refused[name]; r != nil {
+			res.add(CodeReregisterRefused, name, fmt.Sprintf("registered again after kubelet.sock was recreated, and the kubelet refused it: %v", r.err),
+				restarted, ev(kubeletSock, "Register from endpoint %s %s after the restart: %v", r.req.Endpoint, r.at.Sub(at).Round(time.Millisecond), r.err))
+			continue
+		}
+		res.add(CodeNoReregister, name, fmt.Sprintf("no Register of %s within %s of kubelet.sock being recreated", name, o.Timeout), restarted)
+	}
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "no plugin socket"
+	}
+	return strings.Join(s, ", ")
 }

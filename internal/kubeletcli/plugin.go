@@ -323,23 +323,30 @@ func newPluginTestCmd(g *cli.Globals) *cobra.Command {
 		Short: "Check a device plugin against the kubelet's contract, acting as the kubelet, and time it",
 		Long: `test is the kubelet side of the device-plugin API.
 
-With --device-plugin-dir DIR it acts as the kubelet: it serves DIR/kubelet.sock
-(refusing if something answers there already: never point it at a live
-kubelet's directory), accepts Register as the kubelet does (API version,
-extended resource name, the endpoint dialled back, GetDevicePluginOptions,
-then ListAndWatch), and finally recreates kubelet.sock, as a restarting
-kubelet does, and waits for the plugin to register again (--no-reregister
-skips that). With --device-plugin-socket PATH it dials a plugin directly
-and checks the calls only.
+With --device-plugin-dir DIR it acts as the kubelet's device manager of
+1.37: it serves DIR/kubelet.sock (refusing if something answers there
+already: never point it at a live kubelet's directory), accepts Register as
+the kubelet does (API version, extended resource name, the endpoint dialled
+back until its gRPC connection is ready, GetDevicePluginOptions, a second
+Register from a socket it is connected to refused, then ListAndWatch on that
+connection), checks each plugin on that connection and stream, and finally
+restarts as a kubelet does: kubelet.sock and the registered plugins' sockets
+are removed and kubelet.sock served again, and each plugin must register
+again, be accepted and list its devices (--no-reregister skips that). With
+--device-plugin-socket PATH it dials a plugin directly and checks the calls
+only.
 
-The checks (codes PLUGIN_*, listed with their meaning in
-docs/device-plugin.md): GetDevicePluginOptions; ListAndWatch (unique IDs of
-at most 63 characters, valid health values, NUMA nodes this host has; health
-changes nobody made during --watch); GetPreferredAllocation when advertised
-(size and must-include honoured); Allocate (host paths of device specs and
-mounts exist on this host, CDI names resolve against its specs in
---cdi-spec-dir, env names valid; an unknown ID refused); PreStartContainer
-when required.
+The checks (codes PLUGIN_*, listed with their meaning and the kubelet code
+each mirrors in docs/device-plugin.md): GetDevicePluginOptions, and
+Register's options against it; ListAndWatch (every list's IDs unique and of
+at most 63 characters, health values valid, NUMA nodes this host has, given
+to all devices or none; the last list's health, which the node advertises;
+health changes and devices left out during --watch; the stream kept open to
+the end); GetPreferredAllocation when advertised (size and must-include
+honoured); Allocate of one device and of two (one container response; host
+paths of device specs and mounts exist on this host and each container path
+is given once, CDI names resolve against its specs in --cdi-spec-dir, env
+names valid; an unknown ID refused); PreStartContainer when required.
 
 It measures and prints: registration -> first ListAndWatch, a health
 change -> the ListAndWatch update (only against accel-doctor's plugin mock,
@@ -347,7 +354,9 @@ which it signals with SIGUSR1 after checking, through the socket's peer
 credentials, that the process is one), Allocate p50/p99, and kubelet.sock
 recreated -> Register.
 
-It writes only DIR/kubelet.sock (removed at the end). Exit status: 0 no FAIL;
+It writes only DIR/kubelet.sock (removed at the end) and, when it restarts,
+removes in DIR the sockets of the plugins that registered with it, as a
+starting kubelet removes every socket there. Exit status: 0 no FAIL;
 1 at least one FAIL; 2 a usage error, or nothing could be judged. SIGINT or
 SIGTERM stops the test where it is: kubelet.sock is removed, nothing is
 reported, and it exits 128+N (130, 143).` + dra.TestHelp,
