@@ -253,10 +253,11 @@ several.`,
 	},
 	{
 		Code:   PluginDeviceIDInvalid,
-		Status: "FAIL",
+		Status: "WARN",
 		Title:  "a device has an empty ID",
-		Explain: `A device with an empty ID cannot be allocated by name, and the kubelet's
-checkpoint records it as "".`,
+		Explain: `The kubelet accepts a device whose ID is "" (genericDeviceUpdateCallback keys
+the devices by ID, the empty one included) and may allocate it: the plugin's Allocate is then
+asked for device "", the checkpoint records "", and two devices with empty IDs are one.`,
 		Remediation: "Give every device a non-empty ID.",
 	},
 	{
