@@ -66,6 +66,11 @@ const (
 	gzipLimit = 1 << 30
 )
 
+// ErrNoRelease: the kernel release names the directory of its modules;
+// without it nothing can be said of what is installed (the Read of every
+// file of that directory wraps it).
+var ErrNoRelease = errors.New("the running kernel's release is not known")
+
 // Read is the outcome of reading one file: its host path, and why it was
 // not read or only in part (nil: read and understood whole).
 type Read struct {
@@ -153,7 +158,7 @@ func (k *KernelModules) readRelease(root *hostfs.Root) {
 
 func (k *KernelModules) readModulesDir(root *hostfs.Root) {
 	if k.Release == "" {
-		err := fmt.Errorf("%w (%v)", errNoRelease, k.ReleaseRead.Err)
+		err := fmt.Errorf("%w (%v)", ErrNoRelease, k.ReleaseRead.Err)
 		k.DirRead = Read{path.Join(ModulesDirs[0], "<release>"), err}
 		k.AliasRead, k.DepRead, k.BuiltinRead, k.BuiltinAliasRead = k.DirRead, k.DirRead, k.DirRead, k.DirRead
 		return
@@ -544,7 +549,28 @@ func ReadDriverOverride(root *hostfs.Root, sysfsDir string) (string, error) {
 	return s, nil
 }
 
-// ReadKernelLog reads one kernel log file, bounded by KernelLogLimit.
+// ReadKernelLog reads one kernel log file, bounded by KernelLogLimit. A
+// snapshot being recorded keeps only its lines that FindProbeLines may
+// want (KeepProbeLines), so that a bug report does not carry the rest of
+// the host's log.
 func ReadKernelLog(root *hostfs.Root, p string) ([]byte, error) {
-	return root.ReadFileLimit(p, KernelLogLimit)
+	return root.ReadFileRedacted(p, KernelLogLimit, KeepProbeLines)
+}
+
+// KeepProbeLines blanks every line of a kernel log that names no probe
+// and is not the NVIDIA driver's, keeping the line numbers evidence
+// cites.
+func KeepProbeLines(b []byte) []byte {
+	out := make([]byte, 0, len(b)/8)
+	for l := range bytes.Lines(b) {
+		if bytes.Contains(l, []byte("probe")) || bytes.Contains(l, []byte("NVRM:")) {
+			out = append(out, l...)
+			if !bytes.HasSuffix(l, []byte("\n")) {
+				out = append(out, '\n')
+			}
+		} else {
+			out = append(out, '\n')
+		}
+	}
+	return out
 }

@@ -199,6 +199,18 @@ func TestParseLockdown(t *testing.T) {
 	}
 }
 
+func TestKeepProbeLines(t *testing.T) {
+	log := "a secret line\nnvidia 0000:17:00.0: probe with driver nvidia failed with error -1\nuser=alice\nNVRM: GPU 0000:17:00.0: x\nlast"
+	got := string(KeepProbeLines([]byte(log)))
+	want := "\nnvidia 0000:17:00.0: probe with driver nvidia failed with error -1\n\nNVRM: GPU 0000:17:00.0: x\n\n"
+	if got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+	if a, b := FindProbeLines([]byte(log), "f", "0000:17:00.0", "nvidia", 3), FindProbeLines([]byte(got), "f", "0000:17:00.0", "nvidia", 3); !cmp.Equal(a, b) {
+		t.Errorf("the kept lines read differently: %+v, %+v", a, b)
+	}
+}
+
 func TestFindProbeLines(t *testing.T) {
 	log := "Mar  5 10:00:01 node kernel: [    5.1] amdgpu 0000:03:00.0: amdgpu: Fetched VBIOS from ROM BAR\n" +
 		"Mar  5 10:00:01 node kernel: [    5.2] amdgpu 0000:03:00.0: Direct firmware load for amdgpu/aldebaran_sos.bin failed with error -2\n" +
@@ -325,7 +337,7 @@ func TestReadKernelModulesUnreadable(t *testing.T) {
 		check  func(k *KernelModules) bool
 	}{
 		{"no release", func(f, l map[string]string) { delete(f, OSReleasePath) }, func(k *KernelModules) bool {
-			return k.Release == "" && k.Dir == "" && errors.Is(k.AliasRead.Err, errNoRelease) && errors.Is(k.ReleaseRead.Err, os.ErrNotExist)
+			return k.Release == "" && k.Dir == "" && errors.Is(k.AliasRead.Err, ErrNoRelease) && errors.Is(k.ReleaseRead.Err, os.ErrNotExist)
 		}},
 		{"release is a path", func(f, l map[string]string) { f[OSReleasePath] = "../../etc\n" }, func(k *KernelModules) bool {
 			return k.Release == "" && k.ReleaseRead.Err != nil

@@ -2,7 +2,6 @@ package driver
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"path"
 	"sort"
@@ -510,7 +509,3 @@ func short(s string) string {
 	}
 	return s[:200] + "..."
 }
-
-// errNoRelease: the kernel release names the directory of its modules;
-// without it nothing can be said of what is installed.
-var errNoRelease = errors.New("the running kernel's release is not known")
