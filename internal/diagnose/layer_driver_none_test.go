@@ -621,3 +621,70 @@ func corpusHealthy(t *testing.T, capture string) (bool, bool) {
 	}
 	return false, false
 }
+
+// copyTree copies a read-only corpus tree (files, directories, symlinks)
+// so that a test may change one thing in it.
+func copyTree(t *testing.T, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	err := filepath.WalkDir(src, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		to := filepath.Join(dst, rel)
+		switch {
+		case d.Type()&os.ModeSymlink != 0:
+			l, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(l, to)
+		case d.IsDir():
+			return os.MkdirAll(to, 0o755)
+		case d.Type().IsRegular():
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(to, b, 0o644)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+// A fault planted in a real capture (ghw's VM with a Tesla P100): the
+// GPU's driver link removed, the kernel's modules and a blacklist of
+// nvidia added. The real modalias picks nvidia, not nouveau; the cause is
+// the blacklist line (whether nvidia is loaded cannot be told: the
+// capture holds no /sys/module); the GPU's own node follows from it, and
+// the shared NVIDIA nodes are NOT_RUN because the capture holds no /dev.
+func TestNoDriverFaultInRealCapture(t *testing.T) {
+	src := testutil.Unpack(t, filepath.Join(testutil.CorpusDir(t), "ghw", "linux-amd64-accel-nvidia.tar.gz"))
+	dir := copyTree(t, src)
+	const gpu = "0000:06:00.0"
+	if err := os.Remove(filepath.Join(dir, "sys/devices/pci0000:00/0000:00:01.5", gpu, "driver")); err != nil {
+		t.Fatal(err)
+	}
+	mods := "lib/modules/5.15.0-91-generic/"
+	testutil.WriteTree(t, dir, map[string]string{
+		"/proc/sys/kernel/osrelease":            "5.15.0-91-generic\n",
+		"/proc/cmdline":                         "BOOT_IMAGE=/vmlinuz root=/dev/sda1 ro\n",
+		"/" + mods + "modules.alias":            noDriverAliases + "alias pci:v000010DEd*sv*sd*bc03sc00i00* nvidia\nalias pci:v000010DEd*sv*sd*bc03sc02i00* nvidia\n",
+		"/" + mods + "modules.dep":              "updates/dkms/nvidia.ko:\nkernel/drivers/gpu/drm/nouveau/nouveau.ko:\n",
+		"/" + mods + "updates/dkms/nvidia.ko":   "\x7fELF",
+		"/etc/modprobe.d/blacklist-nvidia.conf": "# no GPU on this VM's host side\nblacklist nvidia\n",
+	}, nil, "")
+	rep := l23Run(t, hostfs.MustNew(dir), driverChecks(), devnodeChecks())
+	assertNoDriver(t, rep, gpu, noDriverCase{
+		code:    CodeDriverModuleBlacklisted,
+		summary: []string{"nvidia is blacklisted (/etc/modprobe.d/blacklist-nvidia.conf line 2: blacklist nvidia)"},
+		fix:     []string{"Remove `blacklist nvidia` from /etc/modprobe.d/blacklist-nvidia.conf line 2"},
+		ev:      []string{"modalias: pci:v000010DEd000015F8sv000010DEsd0000118Fbc03sc02i00", "modules.alias: line 8: alias pci:v000010DEd*sv*sd*bc03sc02i00* nvidia", "not read: whether nvidia is loaded: the capture holds no /sys/module"},
+		nodes:   []string{"DEVNODE_MAJORS_UNKNOWN NOT_RUN host", "DEVNODE_MISSING FAIL " + gpu, "DEVNODE_UNKNOWN NOT_RUN /dev/nvidia-uvm", "DEVNODE_UNKNOWN NOT_RUN /dev/nvidiactl"},
+	})
+}
