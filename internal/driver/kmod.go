@@ -258,12 +258,38 @@ func (k *KernelModules) readModprobe(root *hostfs.Root) {
 	}
 }
 
+// cmdlineCapture is the name under which a snapshot keeps the command
+// line's parameters that govern module loading (hostfs.Root.Capture):
+// /proc/cmdline itself never travels in a snapshot, as it may hold
+// secrets, but these do not.
+const cmdlineCapture = "kmod-cmdline"
+
+// moduleParam: a parameter that decides whether a module loads.
+func moduleParam(p Param) bool {
+	switch {
+	case p.Name == "nomodeset", p.Name == "module_blacklist", p.Name == "modprobe.blacklist":
+		return true
+	}
+	return strings.HasSuffix(p.Name, ".modeset")
+}
+
 func readCmdline(root *hostfs.Root) ([]Param, Read) {
 	b, err := root.ReadFileLimit(CmdlinePath, 64<<10)
 	if err != nil {
+		if c, ok := root.Captured(cmdlineCapture); ok && errors.Is(err, fs.ErrNotExist) {
+			return ParseCmdline(string(c)), Read{Path: CmdlinePath}
+		}
 		return nil, Read{CmdlinePath, err}
 	}
-	return ParseCmdline(string(b)), Read{Path: CmdlinePath}
+	params := ParseCmdline(string(b))
+	var keep []string
+	for _, p := range params {
+		if moduleParam(p) {
+			keep = append(keep, p.Raw)
+		}
+	}
+	root.Capture(cmdlineCapture, []byte(strings.Join(keep, " ")+"\n"))
+	return params, Read{Path: CmdlinePath}
 }
 
 // Match returns the aliases, loadable then built in, whose pattern

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -486,5 +487,70 @@ func TestModaliasOfRealCaptures(t *testing.T) {
 	}
 	if n < 50 || !sawP100 {
 		t.Errorf("%d modalias files read, P100 seen %v", n, sawP100)
+	}
+}
+
+// A snapshot replays the module facts: /proc/cmdline never travels, the
+// parameters that govern loading do; a kernel log travels with only its
+// probe and NVRM lines, at their line numbers.
+func TestKernelModulesSnapshot(t *testing.T) {
+	root := kmodTree(t, func(files, _ map[string]string) {
+		files[CmdlinePath] = "BOOT_IMAGE=/vmlinuz root=/dev/sda1 ro nomodeset amdgpu.modeset=0 modprobe.blacklist=nouveau secret_token=hunter2 -- module_blacklist=x\n"
+		files["/etc/modprobe.d/x.conf"] = "blacklist amdgpu\n"
+		files["/var/log/kern.log"] = "host=alpha user=alice\namdgpu 0000:03:00.0: probe with driver amdgpu failed with error -2\n"
+	})
+	rec := root.Record()
+	want := ReadKernelModules(root)
+	ReadKernelLog(root, "/var/log/kern.log")
+	var buf bytes.Buffer
+	if _, err := root.WriteSnapshot(rec, &buf, "test"); err != nil {
+		t.Fatal(err)
+	}
+	snap, cleanup, err := hostfs.OpenSnapshot(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cleanup()
+	if _, err := os.Stat(filepath.Join(snap.Dir(), "proc/cmdline")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the snapshot holds /proc/cmdline: %v", err)
+	}
+	got := ReadKernelModules(snap)
+	var params []string
+	for _, p := range got.Cmdline {
+		params = append(params, p.Raw)
+	}
+	if d := cmp.Diff([]string{"nomodeset", "amdgpu.modeset=0", "modprobe.blacklist=nouveau"}, params); d != "" || got.CmdlineRead.Err != nil {
+		t.Errorf("replayed command line (-want +got):\n%s%v", d, got.CmdlineRead.Err)
+	}
+	if len(got.Aliases) != len(want.Aliases) || len(got.Refusals("amdgpu")) != 1 || got.Release != want.Release || len(got.Dep) != len(want.Dep) {
+		t.Errorf("replay: %+v", got)
+	}
+	b, err := ReadKernelLog(snap, "/var/log/kern.log")
+	if err != nil || string(b) != "\namdgpu 0000:03:00.0: probe with driver amdgpu failed with error -2\n" {
+		t.Errorf("replayed log %q, %v", b, err)
+	}
+}
+
+// A distribution kernel's modules.alias has some 30 000 lines, a third of
+// them PCI aliases: the cost of judging a device no driver is bound to.
+func BenchmarkMatchModalias(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString("# Aliases extracted from modules themselves.\n")
+	for i := 0; i < 10000; i++ {
+		fmt.Fprintf(&sb, "alias pci:v00001002d%08Xsv*sd*bc*sc*i* amdgpu\n", i)
+		fmt.Fprintf(&sb, "alias usb:v%04Xp*d*dc*dsc*dp*ic*isc*ip*in* usbmod%d\n", i, i%300)
+		fmt.Fprintf(&sb, "alias of:N*T*Cvendor,dev%d* ofmod%d\n", i, i%200)
+	}
+	data := []byte(sb.String())
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		as, err := ParseModulesAlias(data, "modules.alias", "pci:")
+		if err != nil || len(as) != 10000 {
+			b.Fatal(len(as), err)
+		}
+		k := KernelModules{Aliases: as}
+		if m := k.Match("pci:v00001002d0000070Fsv00001002sd00000C34bc03sc80i00"); len(m) != 1 {
+			b.Fatal(m)
+		}
 	}
 }

@@ -50,12 +50,14 @@ func ParseModulesAlias(b []byte, file, prefix string) ([]Alias, error) {
 	n, bad, first, aliases := 0, 0, 0, 0
 	for l := range bytes.Lines(b) {
 		n++
-		line := strings.TrimSpace(string(l))
-		if line == "" || line[0] == '#' {
+		line := bytes.TrimSpace(l)
+		if len(line) == 0 || line[0] == '#' {
 			continue
 		}
-		f := strings.Fields(line)
-		if len(f) != 3 || f[0] != "alias" || !validModuleName(f[2]) {
+		// Only the kept aliases become strings: most of a kernel's
+		// aliases are of other buses.
+		cmd, pat, mod, ok := threeFields(line)
+		if !ok || string(cmd) != "alias" || !validModuleName(string(mod)) {
 			bad++
 			if first == 0 {
 				first = n
@@ -63,8 +65,8 @@ func ParseModulesAlias(b []byte, file, prefix string) ([]Alias, error) {
 			continue
 		}
 		aliases++
-		if strings.HasPrefix(f[1], prefix) {
-			out = append(out, Alias{Pattern: f[1], Module: NormalizeModule(f[2]), Line: n})
+		if bytes.HasPrefix(pat, []byte(prefix)) {
+			out = append(out, Alias{Pattern: string(pat), Module: NormalizeModule(string(mod)), Line: n})
 		}
 	}
 	if bad > 0 {
@@ -76,6 +78,31 @@ func ParseModulesAlias(b []byte, file, prefix string) ([]Alias, error) {
 		return out, fmt.Errorf("%s: no alias line", file)
 	}
 	return out, nil
+}
+
+// threeFields splits a trimmed line into exactly three space-separated
+// words.
+func threeFields(line []byte) (a, b, c []byte, ok bool) {
+	var f [3][]byte
+	i := 0
+	for len(line) > 0 {
+		j := bytes.IndexAny(line, " \t")
+		if j < 0 {
+			j = len(line)
+		}
+		if j > 0 {
+			if i == 3 {
+				return nil, nil, nil, false
+			}
+			f[i] = line[:j]
+			i++
+		}
+		line = line[j:]
+		if len(line) > 0 {
+			line = line[1:]
+		}
+	}
+	return f[0], f[1], f[2], i == 3
 }
 
 // NormalizeModule is a module name as kmod compares it: '-' and '_' are
