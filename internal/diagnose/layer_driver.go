@@ -882,8 +882,11 @@ func judgeNoDriver(e *Env, d *pci.Device) noDriver {
 		for _, u := range unread {
 			nd.ev = append(nd.ev, Ev("", "not determined: "+u))
 		}
-		nd.fix = fmt.Sprintf("Load %s (`modprobe %s`) and read `dmesg` for its messages about %s; make sure %s is installed and supports this device; with Secure Boot, its module must be signed with an enrolled key. On a capture, take it again on the host with `accel-doctor snapshot node.tar.gz` to keep what was not read.",
+		nd.fix = fmt.Sprintf("Load %s (`modprobe %s`) and read `dmesg` for its messages about %s; make sure %s is installed and supports this device; with Secure Boot, its module must be signed with an enrolled key.",
 			drv.Name, drv.Name, bdf, drv.install(k.Release))
+		if !e.Root.IsLive() {
+			nd.fix += " A capture may not have kept what was not read: take it again on the host with `accel-doctor snapshot node.tar.gz`."
+		}
 		return nd
 	}
 	c := causes[0]
@@ -981,9 +984,12 @@ func vendorString(d *pci.Device) string {
 }
 
 // boundFailed: the driver is loaded or built in and the device is still
-// unbound: nomodeset keeps a built-in KMS driver from registering, its
-// probe failed (the kernel log says), it does not list the device, or it
-// has not claimed it.
+// unbound. In the order that decides: nomodeset keeps a built-in KMS
+// driver from registering; the device's driver_override names another
+// driver (the kernel then lets no other bind it, drivers/pci/pci-driver.c
+// pci_match_device); the kernel log holds the driver's failed probe of
+// it; the driver does not list the device; or it has not claimed it, for
+// no reason the root shows.
 func (e *Env) boundFailed(d *pci.Device, drv *knownDriver, k *driver.KernelModules, av aliasVerdict, builtin, loaded bool, unread *[]string) []cause {
 	bdf := d.Address.String()
 	var out []cause
@@ -992,20 +998,40 @@ func (e *Env) boundFailed(d *pci.Device, drv *knownDriver, k *driver.KernelModul
 			out = append(out, c)
 		}
 	}
-	lines, logs := e.probeLines(bdf, drv.Name)
-	var failed *driver.ProbeLine
-	for i := range lines {
-		if lines[i].Error != "" {
-			failed = &lines[i]
-		}
-	}
-	var lineEv []report.Evidence
-	for _, l := range lines {
-		lineEv = append(lineEv, Ev(l.File, fmt.Sprintf("line %d: %s", l.Line, l.Text)))
-	}
 	state := "loaded"
 	if builtin {
 		state = "built into the kernel"
+	}
+	ovPath := path.Join(d.Path, "driver_override")
+	switch ov, err := driver.ReadDriverOverride(e.Root, d.Path); {
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		*unread = append(*unread, ovPath+": "+err.Error())
+	case err == nil && ov != "" && ov != drv.Name:
+		out = append(out, cause{
+			code:    CodeDriverNotClaimed,
+			summary: fmt.Sprintf("no kernel driver is bound: %s is %s but has not claimed %s: its driver_override names %s", drv.Name, state, bdf, ov),
+			fix: fmt.Sprintf("Clear the override (`echo > /sys/bus/pci/devices/%s/driver_override`), then `echo %s > /sys/bus/pci/drivers_probe`; remove what sets it (a vfio-pci or driverctl configuration) so that it stays clear.",
+				bdf, bdf),
+			ev: []report.Evidence{Ev(ovPath, ov+": only "+ov+" may bind the device")},
+		})
+	}
+	lines, logs := e.probeLines(bdf, drv.Name)
+	var failed *driver.ProbeLine
+	var lineEv []report.Evidence
+	for i, l := range lines {
+		if l.Error != "" {
+			failed = &lines[i]
+		}
+		lineEv = append(lineEv, Ev(l.File, fmt.Sprintf("line %d: %s", l.Line, l.Text)))
+	}
+	var read []string
+	for _, l := range logs {
+		switch {
+		case l.Err == nil:
+			read = append(read, l.Path)
+		case !errors.Is(l.Err, fs.ErrNotExist):
+			*unread = append(*unread, "the kernel log "+l.Path+": "+l.Err.Error())
+		}
 	}
 	if failed != nil {
 		out = append(out, cause{
@@ -1016,11 +1042,6 @@ func (e *Env) boundFailed(d *pci.Device, drv *knownDriver, k *driver.KernelModul
 			ev: lineEv,
 		})
 	}
-	for _, l := range logs {
-		if l.Err != nil && !errors.Is(l.Err, fs.ErrNotExist) {
-			*unread = append(*unread, "the kernel log "+l.Path+": "+l.Err.Error())
-		}
-	}
 	if av == aliasNone {
 		out = append(out, cause{
 			code:    CodeDriverDeviceUnsupported,
@@ -1029,41 +1050,23 @@ func (e *Env) boundFailed(d *pci.Device, drv *knownDriver, k *driver.KernelModul
 			ev:      []report.Evidence{Ev(k.AliasRead.Path, "no alias of "+drv.Name+" matches the device")},
 		})
 	}
-	ov, oerr := driver.ReadDriverOverride(e.Root, d.Path)
-	ovEv := Ev(path.Join(d.Path, "driver_override"), "(null): none set")
+	if len(out) > 0 {
+		return out
+	}
 	switch {
-	case oerr != nil && !errors.Is(oerr, fs.ErrNotExist):
-		ovEv = Ev(path.Join(d.Path, "driver_override"), "not read: "+oerr.Error())
-	case oerr != nil:
-		ovEv = Ev(path.Join(d.Path, "driver_override"), "absent")
-	case ov != "" && ov != drv.Name:
-		ovEv = Ev(path.Join(d.Path, "driver_override"), ov+": only "+ov+" may bind the device")
+	case len(lines) > 0: // the driver's own lines, no probe error
+	case len(read) > 0:
+		lineEv = append(lineEv, Ev("", "no probe error for "+bdf+" in "+strings.Join(read, ", ")))
+	default:
+		lineEv = append(lineEv, Ev("", "no kernel log under this root ("+strings.Join(driver.KernelLogPaths, ", ")+"): probe errors could not be looked for"))
 	}
-	summary := fmt.Sprintf("no kernel driver is bound: %s is %s but has not claimed %s", drv.Name, state, bdf)
-	fix := fmt.Sprintf("Ask the kernel to bind it (`echo %s > /sys/bus/pci/drivers/%s/bind`) and read `dmesg | grep %s` for why it does not;", bdf, drv.Name, bdf)
-	if ov != "" && ov != drv.Name {
-		summary += ": its driver_override names " + ov
-		fix = fmt.Sprintf("Clear the override (`echo > /sys/bus/pci/devices/%s/driver_override`), then `echo %s > /sys/bus/pci/drivers_probe`, and remove whatever sets it (a vfio-pci or driverctl configuration);", bdf, bdf)
-	}
-	if failed == nil && len(lines) == 0 {
-		read := []string{}
-		for _, l := range logs {
-			if l.Err == nil {
-				read = append(read, l.Path)
-			}
-		}
-		if len(read) > 0 {
-			lineEv = append(lineEv, Ev("", "no probe error for "+bdf+" in "+strings.Join(read, ", ")))
-		} else {
-			lineEv = append(lineEv, Ev("", "no kernel log under this root ("+strings.Join(driver.KernelLogPaths, ", ")+"): probe errors could not be looked for"))
-		}
-	}
-	out = append(out, cause{
-		code: CodeDriverNotClaimed, summary: summary,
-		fix: fix + " the kernel log shows probe errors that the files read here may not hold.",
-		ev:  append([]report.Evidence{ovEv}, lineEv...),
-	})
-	return out
+	return []cause{{
+		code:    CodeDriverNotClaimed,
+		summary: fmt.Sprintf("no kernel driver is bound: %s is %s but has not claimed %s", drv.Name, state, bdf),
+		fix: fmt.Sprintf("Ask the kernel to bind it (`echo %s > /sys/bus/pci/drivers/%s/bind`) and read `dmesg | grep %s` for why it does not: the kernel log on the host shows probe errors the files read here may not hold.",
+			bdf, drv.Name, bdf),
+		ev: lineEv,
+	}}
 }
 
 // probeLines looks for the driver's probe errors about bdf in every

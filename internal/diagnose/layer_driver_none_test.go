@@ -259,7 +259,19 @@ func TestNoDriverCause(t *testing.T) {
 		code:    CodeDriverNotClaimed,
 		summary: []string{"amdgpu is loaded but has not claimed " + bdfMI + ": its driver_override names vfio-pci"},
 		fix:     []string{"echo > /sys/bus/pci/devices/" + bdfMI + "/driver_override"},
-		ev:      []string{sysMI + "/driver_override: vfio-pci: only vfio-pci may bind the device", "no probe error for " + bdfMI + " in /var/log/kern.log"},
+		ev:      []string{sysMI + "/driver_override: vfio-pci: only vfio-pci may bind the device"},
+		nodes:   []string{"DEVNODE_MISSING FAIL " + bdfMI, "DEVNODE_OK PASS /dev/kfd"},
+	}, {
+		name: "loaded, not claimed, no probe error in the log",
+		change: func(tr *l23Tree) {
+			amdgpuLoaded(tr)
+			tr.files[sysMI+"/driver_override"] = "(null)\n"
+			tr.files["/var/log/kern.log"] = "Mar  5 10:00:01 node kernel: [    5.2] pci " + bdfMI + ": [1002:740f] type 00 class 0x038000\n"
+		},
+		code:    CodeDriverNotClaimed,
+		summary: []string{"amdgpu is loaded but has not claimed " + bdfMI},
+		fix:     []string{"`echo " + bdfMI + " > /sys/bus/pci/drivers/amdgpu/bind`"},
+		ev:      []string{"no probe error for " + bdfMI + " in /var/log/kern.log"},
 		nodes:   []string{"DEVNODE_MISSING FAIL " + bdfMI, "DEVNODE_OK PASS /dev/kfd"},
 	}, {
 		// /dev/kfd left behind after amdgpu was unloaded: present, no
