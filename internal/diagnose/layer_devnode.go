@@ -417,8 +417,12 @@ func (e *Env) unboundSharedNode(out *Out, u *unboundShared, mv majorView) {
 		if !n.Required {
 			what = "optional"
 		}
+		bound := "is not bound to it"
+		if len(n.Subjects) > 1 {
+			bound = "is bound to none of them"
+		}
 		f := out.Add(CodeDevnodeMissing, brokenSt, n.Path,
-			fmt.Sprintf("%s node %s of %s is missing: %s, which creates it, is bound to none of them", what, n.Path, who, u.drv),
+			fmt.Sprintf("%s node %s of %s is missing: %s, which creates it, %s", what, n.Path, who, u.drv, bound),
 			Ev(n.Path, "absent"), unbound, needEv(n), expect)
 		f.Follows(u.cause.Code, u.cause.Subject)
 		f.Remediation = consequenceFix(u.cause, u.drv, who)

@@ -798,9 +798,13 @@ func judgeNoDriver(e *Env, d *pci.Device) noDriver {
 		}
 	}
 	ma, maSrc, maErr := e.modalias(d)
-	if maErr != nil {
+	var formed *modaliasFormed
+	switch {
+	case errors.As(maErr, &formed):
+		nd.ev = append(nd.ev, Ev(maSrc, ma+", "+formed.Error()))
+	case maErr != nil:
 		unread = append(unread, "the device's modalias: "+e.withGap(maErr))
-	} else {
+	default:
 		nd.ev = append(nd.ev, Ev(maSrc, ma))
 	}
 	if k.Release != "" {
@@ -916,9 +920,17 @@ func (e *Env) modalias(d *pci.Device) (ma, src string, err error) {
 	}
 	if d.Has(pci.HasVendor | pci.HasDevice | pci.HasSubsystem | pci.HasClass) {
 		ma = driver.FormatModalias(pci.Modalias{Vendor: d.Vendor, Device: d.Device, SubsystemVendor: d.SubsystemVendor, SubsystemDevice: d.SubsystemDevice, Class: d.Class})
-		return ma, src + " (not read: " + err.Error() + "; formed from the device's ids)", nil
+		return ma, src, &modaliasFormed{err}
 	}
 	return "", src, err
+}
+
+// modaliasFormed: the attribute could not be read, and the modalias was
+// formed from the device's ids.
+type modaliasFormed struct{ err error }
+
+func (m *modaliasFormed) Error() string {
+	return "formed from the device's ids (" + m.err.Error() + ")"
 }
 
 // expectedDrivers are the known drivers meant for d, best first: those

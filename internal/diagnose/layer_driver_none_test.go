@@ -94,6 +94,18 @@ func TestNoDriverCause(t *testing.T) {
 		ev:      []string{modsMI + "modules.alias: line 3: alias pci:v00001002d0000740Fsv*sd*bc*sc*i* amdgpu", "/sys/module/amdgpu: absent"},
 		nodes:   amdConsequences,
 	}, {
+		// A capture without the modalias attribute: the kernel's form
+		// of it from the ids still matches amdgpu's alias.
+		name: "no modalias attribute",
+		change: func(tr *l23Tree) {
+			delete(tr.files, sysMI+"/modalias")
+			tr.files[sysMI+"/subsystem_vendor"] = "0x1002\n"
+			tr.files[sysMI+"/subsystem_device"] = "0x0c34\n"
+		},
+		code:  CodeDriverModuleNotLoaded,
+		ev:    []string{sysMI + "/modalias: pci:v00001002d0000740Fsv00001002sd00000C34bc03sc80i00, formed from the device's ids", "line 3: alias pci:v00001002d0000740Fsv*sd*bc*sc*i* amdgpu"},
+		nodes: amdConsequences,
+	}, {
 		name: "blacklisted in /etc/modprobe.d",
 		change: func(tr *l23Tree) {
 			tr.files["/etc/modprobe.d/x.conf"] = "# keep the GPUs for passthrough\noptions vfio-pci ids=1002:740f\nblacklist amdgpu\n"
@@ -426,7 +438,7 @@ func TestNoDriverTextReport(t *testing.T) {
 		"\n  FAIL DRIVER_MODULE_BLACKLISTED",
 		"\n    FAIL DEVNODE_MISSING",
 		"follows from: DRIVER_MODULE_BLACKLISTED " + bdfMI,
-		"required node /dev/kfd of " + bdfMI + " is missing: amdgpu, which creates it, is bound to none of them",
+		"required node /dev/kfd of " + bdfMI + " is missing: amdgpu, which creates it, is not bound to it",
 		bdfMI + " has no node /dev/dri/renderD<minor>: amdgpu names it when it binds the device",
 	} {
 		if !strings.Contains(out, want) {
