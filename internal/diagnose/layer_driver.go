@@ -42,11 +42,12 @@ const (
 	CodeDriverModuleNotLoaded    = "DRIVER_MODULE_NOT_LOADED"
 	CodeDriverProbeFailed        = "DRIVER_PROBE_FAILED"
 	CodeDriverNotClaimed         = "DRIVER_NOT_CLAIMED"
+	CodeDriverMeantForVFIO       = "DRIVER_MEANT_FOR_VFIO"
 )
 
 // noDriverCodes are the codes of a device no driver is bound to.
 var noDriverCodes = []string{CodeDriverNone, CodeDriverModuleNotInstalled, CodeDriverDeviceUnsupported, CodeDriverModuleBlacklisted,
-	CodeDriverNomodeset, CodeDriverModuleUnsigned, CodeDriverModuleNotLoaded, CodeDriverProbeFailed, CodeDriverNotClaimed}
+	CodeDriverNomodeset, CodeDriverModuleUnsigned, CodeDriverModuleNotLoaded, CodeDriverProbeFailed, CodeDriverNotClaimed, CodeDriverMeantForVFIO}
 
 const vendorNVIDIA = 0x10de
 
@@ -167,6 +168,18 @@ missing firmware (-2, ENOENT), a device or configuration it refuses (-19,
 root keeps (/var/log/dmesg, kern.log, messages, syslog); a line may come from
 an earlier boot.`,
 	Remediation: "Read the driver's messages before the probe error (`dmesg | grep -i <driver>`), fix what they name (install the firmware, change the setting), then bind the device again (`echo <BDF> > /sys/bus/pci/drivers/<driver>/bind`) or reload the module.",
+}, {
+	Code: CodeDriverMeantForVFIO, Layer: report.LayerDriver,
+	Title: "no driver is bound: the host means the device for VFIO, and no VFIO driver has bound it",
+	Explain: `No kernel driver is bound to the device, and the host itself says it is meant
+for VFIO passthrough: its driver_override names a VFIO driver, or vfio-pci's
+ids (vfio-pci.ids= on the kernel command line, "options vfio-pci ids=" in
+modprobe.d) name its vendor:device. Its vendor's native driver is not meant
+to have it, so neither that driver's state nor its device nodes are judged;
+layer 7 (IOMMU / VFIO) says why vfio-pci has not bound it (VFIO_DEVICE_NOT_BOUND,
+which this finding follows from): the module not loaded, no IOMMU group with
+the IOMMU off, no probe since the override was set.`,
+	Remediation: "If passthrough is meant, fix what layer 7 names (`accel-doctor iommu`); to use the device natively instead, clear its driver_override and remove its id from vfio-pci's ids, then `echo <BDF> > /sys/bus/pci/drivers_probe`.",
 }, {
 	Code: CodeDriverNotClaimed, Layer: report.LayerDriver,
 	Title: "no driver is bound: the driver is loaded but has not claimed the device",
@@ -517,6 +530,9 @@ func checkDriverBound(e *Env, out *Out) {
 			nd := e.noDriverCause(d)
 			f := out.Add(nd.code, report.Fail, bdf, nd.summary, append(ev, nd.ev...)...)
 			f.Remediation = nd.fix
+			if nd.follows != nil {
+				f.Follows(nd.follows.Code, nd.follows.Subject)
+			}
 		case b.Driver == "" && d.Vendor == vendorNVIDIA:
 			out.NotRun(CodeDriverUnknown, bdf, "a driver is bound, but not which one",
 				e.unnamedDriverWhy("only "+b.Via+" shows the binding; whether it is nvidia or nouveau cannot be told", bdf, d.Path), ev...)
@@ -746,11 +762,14 @@ func (e *Env) kernelLog(p string) ([]byte, error) {
 // driver expected for it, the one cause found (code, summary, evidence,
 // fix), or, under CodeDriverNone, what could not be read.
 type noDriver struct {
-	drv     *knownDriver // nil: accel-doctor knows no driver for it
+	drv     *knownDriver // nil: accel-doctor knows no driver for it, or none is meant
 	code    string
 	summary string
 	ev      []report.Evidence
 	fix     string
+	// follows is the finding this one follows from (a device meant for
+	// VFIO: layer 7's), nil when none.
+	follows *report.Cause
 }
 
 // noDriverCause works out, once per device, why no driver is bound.
@@ -806,6 +825,9 @@ func judgeNoDriver(e *Env, d *pci.Device) noDriver {
 		unread = append(unread, "the device's modalias: "+e.withGap(maErr))
 	default:
 		nd.ev = append(nd.ev, Ev(maSrc, ma))
+	}
+	if meantForVFIO(e, d, &nd) {
+		return nd
 	}
 	if k.Release != "" {
 		nd.ev = append(nd.ev, Ev(k.ReleaseRead.Path, k.Release))
@@ -908,6 +930,45 @@ func judgeNoDriver(e *Env, d *pci.Device) noDriver {
 		nd.ev = append(nd.ev, Ev("", "not read: "+u))
 	}
 	return nd
+}
+
+// meantForVFIO: the host says the device is meant for VFIO (its
+// driver_override names a VFIO driver, vfio-pci's ids name it; layer 7's
+// reading, iommu.Binding.Configured): the vendor's driver is not meant to
+// have it, and layer 7 says why vfio-pci has not.
+func meantForVFIO(e *Env, d *pci.Device, nd *noDriver) bool {
+	v := e.VFIO()
+	if v == nil {
+		return false
+	}
+	b := v.Binding(d.Address)
+	if b == nil || !b.Configured() {
+		return false
+	}
+	bdf := d.Address.String()
+	var by []string
+	if b.Override != "" {
+		by = append(by, "driver_override names "+b.Override)
+		nd.ev = append(nd.ev, Ev(b.OverridePath, b.Override))
+	}
+	for _, from := range b.IDsFrom {
+		by = append(by, "vfio-pci's ids name "+b.ID+" ("+from+")")
+	}
+	for _, w := range b.Why {
+		nd.ev = append(nd.ev, Ev("", w))
+	}
+	nd.code = CodeDriverMeantForVFIO
+	nd.summary = "no kernel driver is bound: the host means it for VFIO (" + strings.Join(by, "; ") + "), and no VFIO driver has bound it"
+	var undo []string
+	if b.Override != "" {
+		undo = append(undo, fmt.Sprintf("clear its driver_override (`echo > /sys/bus/pci/devices/%s/driver_override`)", bdf))
+	}
+	if len(b.IDsFrom) > 0 {
+		undo = append(undo, fmt.Sprintf("remove %s from vfio-pci's ids (%s)", b.ID, strings.Join(b.IDsFrom, ", ")))
+	}
+	nd.fix = fmt.Sprintf("If passthrough is meant, layer 7 (`accel-doctor iommu`) says why vfio-pci has not bound it; to use it natively instead, %s, then `echo %s > /sys/bus/pci/drivers_probe`.", strings.Join(undo, " and "), bdf)
+	nd.follows = &report.Cause{Code: codeVFIONotBound, Subject: bdf}
+	return true
 }
 
 // modalias is the device's modalias: the attribute, or, where the capture

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/accel-doctor/accel-doctor/internal/driver"
+	"github.com/accel-doctor/accel-doctor/internal/fixture"
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 	"github.com/accel-doctor/accel-doctor/internal/pci"
 	"github.com/accel-doctor/accel-doctor/internal/report"
@@ -108,7 +109,7 @@ func TestNoDriverCause(t *testing.T) {
 	}, {
 		name: "blacklisted in /etc/modprobe.d",
 		change: func(tr *l23Tree) {
-			tr.files["/etc/modprobe.d/x.conf"] = "# keep the GPUs for passthrough\noptions vfio-pci ids=1002:740f\nblacklist amdgpu\n"
+			tr.files["/etc/modprobe.d/x.conf"] = "# left from a display problem\noptions amdgpu dc=0\nblacklist amdgpu\n"
 		},
 		code:    CodeDriverModuleBlacklisted,
 		summary: []string{"amdgpu is blacklisted (/etc/modprobe.d/x.conf line 3: blacklist amdgpu)"},
@@ -262,16 +263,16 @@ func TestNoDriverCause(t *testing.T) {
 		summary: []string{"failed with error -22 (/var/log/dmesg line 1)"},
 		nodes:   []string{"DEVNODE_MISSING FAIL " + bdfMI, "DEVNODE_OK PASS /dev/kfd"},
 	}, {
-		name: "loaded, not claimed, driver_override names vfio-pci",
+		name: "loaded, not claimed, driver_override names radeon",
 		change: func(tr *l23Tree) {
 			amdgpuLoaded(tr)
-			tr.files[sysMI+"/driver_override"] = "vfio-pci\n"
+			tr.files[sysMI+"/driver_override"] = "radeon\n"
 			tr.files["/var/log/kern.log"] = "Mar  5 10:00:01 node kernel: [    5.2] pci " + bdfMI + ": [1002:740f] type 00 class 0x038000\n"
 		},
 		code:    CodeDriverNotClaimed,
-		summary: []string{"amdgpu is loaded but has not claimed " + bdfMI + ": its driver_override names vfio-pci"},
+		summary: []string{"amdgpu is loaded but has not claimed " + bdfMI + ": its driver_override names radeon"},
 		fix:     []string{"echo > /sys/bus/pci/devices/" + bdfMI + "/driver_override"},
-		ev:      []string{sysMI + "/driver_override: vfio-pci: only vfio-pci may bind the device"},
+		ev:      []string{sysMI + "/driver_override: radeon: only radeon may bind the device"},
 		nodes:   []string{"DEVNODE_MISSING FAIL " + bdfMI, "DEVNODE_OK PASS /dev/kfd"},
 	}, {
 		name: "loaded, not claimed, no probe error in the log",
@@ -711,4 +712,48 @@ func TestNoDriverFaultInRealCapture(t *testing.T) {
 		ev:      []string{"modalias: pci:v000010DEd000015F8sv000010DEsd0000118Fbc03sc02i00", "modules.alias: line 8: alias pci:v000010DEd*sv*sd*bc03sc02i00* nvidia", "not read: whether nvidia is loaded: the capture holds no /sys/module"},
 		nodes:   []string{"DEVNODE_MAJORS_UNKNOWN NOT_RUN host", "DEVNODE_MISSING FAIL " + gpu, "DEVNODE_UNKNOWN NOT_RUN /dev/nvidia-uvm", "DEVNODE_UNKNOWN NOT_RUN /dev/nvidiactl"},
 	})
+}
+
+// A device the host means for VFIO (the IOMMU-off host's driver_override
+// names vfio-pci) is not judged against its vendor's driver: layer 2 says
+// so and follows from layer 7's VFIO_DEVICE_NOT_BOUND, and its native
+// nodes are not made up (layer 3 skips them).
+func TestNoDriverMeantForVFIO(t *testing.T) {
+	rep := runFixture(t, hostfs.MustNew(filepath.Join(hostsDir, fixture.NameIOMMUOff)), fixture.NameIOMMUOff, Options{})
+	var l2 *report.Finding
+	for i, f := range rep.Findings {
+		if f.Check == "driver.bound" {
+			l2 = &rep.Findings[i]
+		}
+		if f.Check == "devnode.present" && f.Code != CodeDevnodeSkipped && f.Code != CodeDevnodeMajorsUnknown {
+			t.Errorf("layer 3 judged a node of a device meant for VFIO: %s %s %s", f.Code, f.Status, f.Subject)
+		}
+	}
+	if l2 == nil || l2.Code != CodeDriverMeantForVFIO || l2.Status != report.Fail {
+		t.Fatalf("layer 2: %+v", l2)
+	}
+	if l2.CausedBy == nil || *l2.CausedBy != (report.Cause{Code: codeVFIONotBound, Subject: "0000:01:00.0"}) {
+		t.Errorf("caused by %+v", l2.CausedBy)
+	}
+	if !strings.Contains(l2.Summary, "driver_override names vfio-pci") || strings.Contains(l2.Remediation, "modprobe nvidia") || !strings.Contains(l2.Remediation, "driver_override") {
+		t.Errorf("%q, fix %q", l2.Summary, l2.Remediation)
+	}
+	if rep.Verdict.Cause == nil || rep.Verdict.Cause.Code == CodeDriverMeantForVFIO {
+		t.Errorf("verdict cause %+v: the VFIO side is the cause", rep.Verdict.Cause)
+	}
+
+	// vfio-pci's ids in modprobe.d name the MI210, blacklisting amdgpu
+	// on purpose: meant for VFIO, not a blacklist finding.
+	tr := noDriverHost()
+	tr.files["/etc/modprobe.d/vfio.conf"] = "options vfio-pci ids=1002:740f\nblacklist amdgpu\n"
+	rep = l23Run(t, tr.build(t), driverChecks(), devnodeChecks())
+	want := []string{"devnode.present DEVNODE_SKIPPED NOT_RUN " + bdfMI, "driver.bound DRIVER_MEANT_FOR_VFIO FAIL " + bdfMI}
+	if d := cmp.Diff(want, l23Findings(rep, "driver.bound", "devnode.present")); d != "" {
+		t.Errorf("vfio-pci ids (-want +got):\n%s", d)
+	}
+	for _, f := range rep.Findings {
+		if f.Code == CodeDriverMeantForVFIO && !strings.Contains(f.Summary, "vfio-pci's ids name 1002:740f (/etc/modprobe.d/vfio.conf") {
+			t.Errorf("summary %q", f.Summary)
+		}
+	}
 }
