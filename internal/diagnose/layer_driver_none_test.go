@@ -454,12 +454,12 @@ func TestNoDriverTextReport(t *testing.T) {
 func TestNoDriverUnreadable(t *testing.T) {
 	cases := []struct {
 		name   string
-		change func(t *testing.T, tr *l23Tree, dir string)
+		change func(tr *l23Tree)
 		code   string
 		ev     []string
 	}{{
 		name: "a capture with nothing but sysfs",
-		change: func(t *testing.T, tr *l23Tree, dir string) {
+		change: func(tr *l23Tree) {
 			for p := range tr.files {
 				if !strings.HasPrefix(p, "/sys/devices") && !strings.HasPrefix(p, "/sys/bus") {
 					delete(tr.files, p)
@@ -471,14 +471,14 @@ func TestNoDriverUnreadable(t *testing.T) {
 		ev:   []string{"not determined: the kernel release: read /proc/sys/kernel/osrelease", "not determined: whether amdgpu is loaded"},
 	}, {
 		name: "modules.alias garbage, the rest fine",
-		change: func(t *testing.T, tr *l23Tree, dir string) {
+		change: func(tr *l23Tree) {
 			tr.files[modsMI+"modules.alias"] = "\x7fELF\x02\x01\x01\x00 not an alias file\n\xff\xfe\n"
 		},
 		code: CodeDriverModuleNotLoaded,
 		ev:   []string{"not read: modules.alias: " + modsMI + "modules.alias: 2 line(s) not understood"},
 	}, {
 		name: "modules.alias absent, modules.dep a loop",
-		change: func(t *testing.T, tr *l23Tree, dir string) {
+		change: func(tr *l23Tree) {
 			delete(tr.files, modsMI+"modules.alias")
 			delete(tr.files, modsMI+"modules.dep")
 			tr.links[modsMI+"modules.dep"] = "modules.dep"
@@ -487,7 +487,7 @@ func TestNoDriverUnreadable(t *testing.T) {
 		ev:   []string{"not determined: modules.alias: read " + modsMI + "modules.alias: no such file", "not determined: modules.dep: read " + modsMI + "modules.dep"},
 	}, {
 		name: "modprobe.d a loop, a conf a loop",
-		change: func(t *testing.T, tr *l23Tree, dir string) {
+		change: func(tr *l23Tree) {
 			tr.links["/run/modprobe.d"] = "modprobe.d"
 			tr.links["/etc/modprobe.d/loop.conf"] = "loop.conf"
 		},
@@ -495,7 +495,7 @@ func TestNoDriverUnreadable(t *testing.T) {
 		ev:   []string{"not read: modprobe configuration: list /run/modprobe.d", "not read: modprobe configuration: read /etc/modprobe.d/loop.conf"},
 	}, {
 		name: "release is a path, command line a directory",
-		change: func(t *testing.T, tr *l23Tree, dir string) {
+		change: func(tr *l23Tree) {
 			tr.files[driver.OSReleasePath] = "../../../etc\n"
 			delete(tr.files, driver.CmdlinePath)
 			tr.files[driver.CmdlinePath+"/x"] = ""
@@ -504,7 +504,7 @@ func TestNoDriverUnreadable(t *testing.T) {
 		ev:   []string{"is not a kernel release"},
 	}, {
 		name: "modules.alias and kern.log over their limits",
-		change: func(t *testing.T, tr *l23Tree, dir string) {
+		change: func(tr *l23Tree) {
 			amdgpuLoaded(tr)
 			tr.files[modsMI+"modules.alias"] = ""
 			tr.files["/var/log/kern.log"] = ""
@@ -515,8 +515,7 @@ func TestNoDriverUnreadable(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			tr := noDriverHost()
-			dir := ""
-			c.change(t, tr, dir)
+			c.change(tr)
 			root := tr.build(t)
 			if c.name == "modules.alias and kern.log over their limits" {
 				// Sparse files: refused by size before any read.
