@@ -131,6 +131,10 @@ func TestNotRunFixesFollowTheirReasons(t *testing.T) {
 	gpu := nvidiaTree(t)
 	w.cmd("check", "--root", gpu)
 	w.cmd("iommu", "--root", gpu)
+	// The same GPU bound to nouveau: its nodes are not checked, a lower
+	// layer failed (a GPU with no driver gets its nodes reported missing
+	// as the consequence instead).
+	w.cmd("check", "--root", nouveauTree(t))
 
 	// The DRA node trees (internal/dra's fixtures: states, CDI specs,
 	// runtimes whose configuration cannot be read).
@@ -475,6 +479,23 @@ func nvidiaTree(t *testing.T) string {
 	}, "")
 	os.Chmod(filepath.Join(root, sys, "aer_dev_correctable"), 0o600)
 	os.Chmod(filepath.Join(root, "etc/cdi/broken.yaml"), 0o600)
+	return root
+}
+
+// nouveauTree is nvidiaTree with the GPU bound to nouveau.
+func nouveauTree(t *testing.T) string {
+	t.Helper()
+	root := nvidiaTree(t)
+	link := filepath.Join(root, "sys/devices/pci0000:00/0000:17:00.0/driver")
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(root, "sys/bus/pci/drivers/nouveau"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../../../bus/pci/drivers/nouveau", link); err != nil {
+		t.Fatal(err)
+	}
 	return root
 }
 

@@ -10,7 +10,10 @@
 // records. It is parsed line by line without a length limit; a line
 // that does not parse is skipped and named (ErrSkippedLines) and the
 // others kept. An expected node whose number is not known says what was
-// read and why it gave none (ExpectedNode.DevSource).
+// read and why it gave none (ExpectedNode.DevSource). For a device no
+// driver is bound to, DriverNode gives the nodes its vendor's driver would
+// create: a shared one by its path, the device's own one only by its form
+// (Unnamed), since the driver names it when it binds the device.
 //
 // Nodes are stat'ed through the hostfs.Root, which consults the tree's
 // device manifest for nodes a fixture or snapshot cannot hold. Nothing

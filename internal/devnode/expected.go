@@ -86,6 +86,10 @@ type ExpectedNode struct {
 	Shared   bool
 	Required bool
 	Why      string // why the node is needed, and why it is or is not required
+	// Unnamed: the node's name is not known, only its form (Path is
+	// "/dev/dri/renderD<minor>"): the driver names a device's own node
+	// when it binds it (DriverNode).
+	Unnamed bool
 }
 
 // Dev is "MAJOR:MINOR" of the expected number, "" when unknown.
@@ -204,12 +208,7 @@ func (x *Expectation) nvidia(root *hostfs.Root, d Device, add addFn, fail failFn
 		return
 	}
 	nvidiaGPUNode(root, d, add, fail)
-	add(d.Address, ExpectedNode{
-		Path: "/dev/nvidiactl", Kind: KindNVIDIACtl, Shared: true,
-		Major: NVIDIAMajor, Minor: NVIDIACtlMinor, DevKnown: true, DevSource: "fixed by the driver",
-		Required: true,
-		Why:      "the control node every NVIDIA user-space library opens first; without it no GPU is usable",
-	})
+	add(d.Address, nvidiaCtlNode())
 	add(d.Address, ExpectedNode{
 		Path: "/dev/nvidia-modeset", Kind: KindNVIDIAModeset, Shared: true,
 		Major: NVIDIAMajor, Minor: NVIDIAModesetMinor, DevKnown: true, DevSource: "fixed by the driver",
@@ -217,6 +216,15 @@ func (x *Expectation) nvidia(root *hostfs.Root, d Device, add addFn, fail failFn
 	})
 	x.nvidiaUVM(d, add)
 	x.nvidiaCaps(root, d, add, fail)
+}
+
+func nvidiaCtlNode() ExpectedNode {
+	return ExpectedNode{
+		Path: "/dev/nvidiactl", Kind: KindNVIDIACtl, Shared: true,
+		Major: NVIDIAMajor, Minor: NVIDIACtlMinor, DevKnown: true, DevSource: "fixed by the driver",
+		Required: true,
+		Why:      "the control node every NVIDIA user-space library opens first; without it no GPU is usable",
+	}
 }
 
 // nvidiaGPUNode expects /dev/nvidia<Device Minor>, the minor published in
@@ -250,11 +258,17 @@ func nvidiaGPUNode(root *hostfs.Root, d Device, add addFn, fail failFn) {
 // node (NVIDIA_UVM_PRIMARY_MINOR_NUMBER, NVIDIA_UVM_TOOLS_MINOR_NUMBER in
 // kernel-open/nvidia-uvm/uvm_common.h).
 func (x *Expectation) nvidiaUVM(d Device, add addFn) {
-	uvm := ExpectedNode{
+	uvm, tools := x.uvmNodes()
+	add(d.Address, uvm)
+	add(d.Address, tools)
+}
+
+func (x *Expectation) uvmNodes() (uvm, tools ExpectedNode) {
+	uvm = ExpectedNode{
 		Path: "/dev/nvidia-uvm", Kind: KindNVIDIAUVM, Shared: true, Required: true,
 		Why: "CUDA's unified memory driver (nvidia-uvm.ko): cuInit fails without it",
 	}
-	tools := ExpectedNode{
+	tools = ExpectedNode{
 		Path: "/dev/nvidia-uvm-tools", Kind: KindNVIDIAUVMTools, Shared: true,
 		Why: "used by profilers and debuggers (CUPTI, Nsight); plain CUDA does not need it",
 	}
@@ -267,8 +281,7 @@ func (x *Expectation) nvidiaUVM(d Device, add addFn) {
 		uvm.DevSource = x.dynamicMajorMissing(procNVIDIAUVMName, "the nvidia-uvm module is not loaded")
 		tools.DevSource = uvm.DevSource
 	}
-	add(d.Address, uvm)
-	add(d.Address, tools)
+	return uvm, tools
 }
 
 // dynamicMajorMissing says why a dynamic major is not known: the name is
@@ -342,6 +355,10 @@ func ParseCapMinor(b []byte) (uint32, error) {
 }
 
 func (x *Expectation) kfd(root *hostfs.Root, d Device, add addFn) {
+	add(d.Address, kfdNode(root))
+}
+
+func kfdNode(root *hostfs.Root) ExpectedNode {
 	n := ExpectedNode{
 		Path: "/dev/kfd", Kind: KindKFD, Shared: true, Required: true,
 		Why: "ROCm's compute interface (amdkfd): HIP and OpenCL on ROCm open /dev/kfd besides the render node",
@@ -351,7 +368,76 @@ func (x *Expectation) kfd(root *hostfs.Root, d Device, add addFn) {
 	} else {
 		n.DevSource = src
 	}
-	add(d.Address, n)
+	return n
+}
+
+// DriverNode is the node of a kind that a driver creates for a device it
+// binds, for a device no driver is bound to: what the device would need.
+// A shared node has its path and, where it is fixed or the driver
+// registered its major, its number (/dev/nvidiactl, /dev/nvidia-uvm,
+// /dev/kfd); a device's own node (/dev/nvidia<minor>, a DRM render node,
+// an accel node) is Unnamed, because the driver names it when it binds the
+// device (nvidia.ko publishes the minor in its procfs, the DRM and accel
+// cores register the node under the device, drivers/gpu/drm/drm_sysfs.c).
+// ok is false for a kind with no such node.
+func (x *Expectation) DriverNode(root *hostfs.Root, kind string) (ExpectedNode, bool) {
+	switch kind {
+	case KindNVIDIACtl:
+		return nvidiaCtlNode(), true
+	case KindNVIDIAUVM:
+		uvm, _ := x.uvmNodes()
+		return uvm, true
+	case KindKFD:
+		return kfdNode(root), true
+	case KindNVIDIAGPU:
+		return ExpectedNode{
+			Path: "/dev/nvidia<minor>", Kind: kind, Unnamed: true, Required: true, Major: NVIDIAMajor, MajorOnly: true,
+			DevSource: "major 195 fixed by the driver; nvidia.ko gives the minor in " + driver.GPUInformationPath("<BDF>") + " when it drives the GPU",
+			Why:       "the GPU's own node: CUDA and NVML open /dev/nvidia<Device Minor> for every GPU they use",
+		}, true
+	case KindDRMRender:
+		return ExpectedNode{
+			Path: "/dev/dri/renderD<minor>", Kind: kind, Unnamed: true, Required: true,
+			DevSource: "the DRM core registers it under the device's drm/ directory when its driver binds it",
+			Why:       "the render node: compute and media on Mesa, ROCm, oneAPI and VA-API open it",
+		}, true
+	case KindAccel:
+		return ExpectedNode{
+			Path: "/dev/accel/accel<minor>", Kind: kind, Unnamed: true, Required: true,
+			DevSource: "the accel core registers it under /sys/class/accel when the device's driver binds it",
+			Why:       "the kernel's compute accelerator subsystem (drivers/accel) exposes the device through this node",
+		}, true
+	}
+	return ExpectedNode{}, false
+}
+
+// NodesOfForm lists the nodes present of an unnamed kind's form
+// (/dev/nvidia0..., /dev/dri/renderD128..., /dev/accel/accel0...), for
+// saying which exist though no device of theirs was found.
+func NodesOfForm(root *hostfs.Root, kind string) ([]string, error) {
+	dir, prefix := "", ""
+	switch kind {
+	case KindNVIDIAGPU:
+		dir, prefix = "/dev", "nvidia"
+	case KindDRMRender:
+		dir, prefix = "/dev/dri", "renderD"
+	case KindAccel:
+		dir, prefix = "/dev/accel", "accel"
+	default:
+		return nil, nil
+	}
+	names, err := root.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, n := range names {
+		if rest, ok := strings.CutPrefix(n, prefix); ok && rest != "" && strings.Trim(rest, "0123456789") == "" {
+			out = append(out, path.Join(dir, n))
+		}
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 func (x *Expectation) vfio(root *hostfs.Root, d Device, sys string, add addFn, fail failFn) {

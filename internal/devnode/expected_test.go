@@ -241,3 +241,56 @@ func FuzzParseCapMinor(f *testing.F) {
 		}
 	})
 }
+
+// The nodes a driver would create for a device it is not bound to: the
+// shared ones by path and number where known, the device's own one by its
+// form only.
+func TestDriverNode(t *testing.T) {
+	root := expectTree(t)
+	x := Expected(root, []Device{{Address: "0000:17:00.0", Vendor: 0x10de, Driver: "nvidia", Class: 0x030200, SysfsPath: sysNV0}})
+	for _, c := range []struct {
+		kind, path, dev string
+		unnamed         bool
+	}{
+		{KindNVIDIACtl, "/dev/nvidiactl", "195:255", false},
+		{KindNVIDIAUVM, "/dev/nvidia-uvm", "236:0", false},
+		{KindKFD, "/dev/kfd", "240:0", false},
+		{KindNVIDIAGPU, "/dev/nvidia<minor>", "", true},
+		{KindDRMRender, "/dev/dri/renderD<minor>", "", true},
+		{KindAccel, "/dev/accel/accel<minor>", "", true},
+	} {
+		n, ok := x.DriverNode(root, c.kind)
+		if !ok || n.Path != c.path || n.Dev() != c.dev || n.Unnamed != c.unnamed || !n.Required || n.DevSource == "" || n.Why == "" {
+			t.Errorf("%s: %+v", c.kind, n)
+		}
+	}
+	if n, ok := x.DriverNode(root, KindVFIOGroup); ok {
+		t.Errorf("vfio group: %+v", n)
+	}
+	// Without /proc/devices the dynamic major is not known, and says why.
+	empty := Expected(hostfs.MustNew(t.TempDir()), []Device{{Address: "0000:17:00.0"}})
+	if n, _ := empty.DriverNode(hostfs.MustNew(t.TempDir()), KindNVIDIAUVM); n.DevKnown || !strings.Contains(n.DevSource, "/proc/devices") {
+		t.Errorf("uvm without /proc/devices: %+v", n)
+	}
+}
+
+func TestNodesOfForm(t *testing.T) {
+	root := hostfs.MustNew(tree(t, nil, nil, "/dev/nvidia0 c 195:0 0666 0:0\n/dev/nvidia12 c 195:12 0666 0:0\n/dev/nvidiactl c 195:255 0666 0:0\n/dev/nvidia-uvm c 236:0 0666 0:0\n/dev/nvidia-caps/nvidia-cap1 c 235:1 0400 0:0\n/dev/dri/renderD128 c 226:128 0660 0:109\n/dev/dri/card0 c 226:0 0660 0:44\n"))
+	for kind, want := range map[string][]string{
+		KindNVIDIAGPU: {"/dev/nvidia0", "/dev/nvidia12"},
+		KindDRMRender: {"/dev/dri/renderD128"},
+		KindAccel:     nil,
+		KindKFD:       nil,
+	} {
+		got, err := NodesOfForm(root, kind)
+		if kind == KindAccel {
+			if !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("accel: %v, %v", got, err)
+			}
+			continue
+		}
+		if err != nil || !cmp.Equal(got, want) {
+			t.Errorf("%s: %v, %v; want %v", kind, got, err, want)
+		}
+	}
+}

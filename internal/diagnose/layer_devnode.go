@@ -4,12 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
 	"sort"
 	"strings"
 
 	"github.com/accel-doctor/accel-doctor/internal/devnode"
 	"github.com/accel-doctor/accel-doctor/internal/driver"
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
+	"github.com/accel-doctor/accel-doctor/internal/pci"
 	"github.com/accel-doctor/accel-doctor/internal/report"
 )
 
@@ -51,7 +53,13 @@ attribute, and by nvidia-modprobe or the NVIDIA container toolkit for
 node means the device cannot be used at all; an optional one (nvidia-modeset,
 nvidia-uvm-tools, a DRM primary node when a render node exists) only limits
 some uses, so it is a WARN. A missing /dev/nvidia-uvm usually means the
-nvidia-uvm module is not loaded.`,
+nvidia-uvm module is not loaded. For a device no driver is bound to, the
+nodes its vendor's driver would create are reported missing as a
+consequence of the layer-2 finding (caused_by names it): the device's own
+node (/dev/nvidia<minor>, a render or accel node) has no name until the
+driver binds it, and a shared one (/dev/nvidiactl, /dev/nvidia-uvm,
+/dev/kfd) is absent while the driver drives nothing; the fix is the
+layer-2 finding's.`,
 	Remediation: "For NVIDIA nodes run `nvidia-modprobe -c <minor> -u` (or `nvidia-ctk system create-device-nodes --control-devices --load-kernel-modules`) and make it persistent (nvidia-persistenced, the GPU operator's driver container); for other nodes run `udevadm trigger --subsystem-match=drm --subsystem-match=accel` and check that devtmpfs is mounted on /dev.",
 }, {
 	Code: CodeDevnodeNotChar, Layer: report.LayerDevNode,
@@ -92,9 +100,12 @@ nvidia-caps and vfio. The other properties of the nodes were still checked.`,
 }, {
 	Code: CodeDevnodeSkipped, Layer: report.LayerDevNode,
 	Title: "device nodes not checked because a lower layer failed",
-	Explain: `The device failed an earlier layer (no driver, the wrong driver, a PCI
-problem). Its nodes would fail as a consequence, so they are not checked;
-fix the earlier failure first.`,
+	Explain: `The device failed an earlier layer (the wrong driver, a PCI problem, or no
+driver where accel-doctor knows no driver of its vendor whose nodes it could
+name). Its nodes would fail as a consequence, so they are not checked; fix
+the earlier failure first. A device with no driver whose vendor's driver is
+known is not skipped: the nodes that driver would create are reported
+missing, as a consequence of the layer-2 finding (DEVNODE_MISSING).`,
 	Remediation: "Fix the failure named in the reason, then run the check again.",
 }, {
 	Code: CodeDevnodeUnknown, Layer: report.LayerDevNode,
@@ -270,7 +281,173 @@ func checkDevnodePresent(e *Env, out *Out) {
 		}
 		e.checkNode(out, n, mv, unregistered)
 	}
-	e.checkDevicesWithoutNodes(out, x)
+	judged := e.checkUnboundNodes(out, x, mv)
+	e.checkDevicesWithoutNodes(out, x, judged)
+}
+
+// unboundShared is a shared node (nvidiactl, nvidia-uvm, kfd) that the
+// driver of accelerators no driver is bound to would create, and that no
+// bound device needs.
+type unboundShared struct {
+	n     devnode.ExpectedNode
+	drv   string
+	cause report.Cause // the first device's layer-2 finding
+}
+
+// checkUnboundNodes judges the nodes of the accelerators no driver is
+// bound to whose vendor's driver is known (noDriverCause): the nodes that
+// driver creates are absent because it does not drive them, a consequence
+// of the layer-2 finding (Follows). A device's own node cannot exist
+// before the driver names it; a shared node is looked at as it is: absent
+// (the consequence), left behind with no driver holding its major (a
+// consequence too: open gives ENXIO), or there, held by the loaded module
+// for other devices or none. It returns the devices it judged.
+func (e *Env) checkUnboundNodes(out *Out, x *devnode.Expectation, mv majorView) map[string]bool {
+	judged := map[string]bool{}
+	needed := map[string]bool{}
+	for _, n := range x.Nodes {
+		needed[n.Path] = true
+	}
+	shared := map[string]*unboundShared{}
+	var paths []string
+	for _, d := range e.Accelerators() {
+		bdf := d.Address.String()
+		if e.Binding(d).State != driver.Unbound || x.Covered[bdf] {
+			continue
+		}
+		nd := e.noDriverCause(d)
+		if nd.drv == nil || len(nd.drv.Nodes) == 0 {
+			continue
+		}
+		judged[bdf] = true
+		for _, kind := range nd.drv.Nodes {
+			n, ok := x.DriverNode(e.Root, kind)
+			if !ok {
+				continue
+			}
+			n.Subjects = []string{bdf}
+			switch {
+			case n.Unnamed:
+				e.unboundOwnNode(out, d, nd, n, needed)
+			case needed[n.Path]:
+				// A bound device needs it too: judged with that device.
+			case shared[n.Path] != nil:
+				shared[n.Path].n.Subjects = append(shared[n.Path].n.Subjects, bdf)
+			default:
+				shared[n.Path] = &unboundShared{n: n, drv: nd.drv.Name, cause: report.Cause{Code: nd.code, Subject: bdf}}
+				paths = append(paths, n.Path)
+			}
+		}
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		e.unboundSharedNode(out, shared[p], mv)
+	}
+	return judged
+}
+
+// consequenceFix is the fix of a node that is absent because its driver
+// is not bound: the cause's.
+func consequenceFix(c report.Cause, drv, who string) string {
+	return fmt.Sprintf("Fix %s (layer 2, %s) first: once %s drives %s it creates the node; then run accel-doctor again.", c.Code, c.Subject, drv, who)
+}
+
+// unboundOwnNode reports a device's own node (/dev/nvidia<minor>, its
+// render or accel node) missing: no driver named it.
+func (e *Env) unboundOwnNode(out *Out, d *pci.Device, nd noDriver, n devnode.ExpectedNode, needed map[string]bool) {
+	bdf := d.Address.String()
+	ev := []report.Evidence{Ev(path.Join(d.Path, "driver"), "absent: no driver is bound ("+nd.code+")")}
+	switch n.Kind {
+	case devnode.KindNVIDIAGPU:
+		ev = append(ev, Ev(path.Join(driver.NVIDIAGPUsDir, bdf), "absent: nvidia.ko gave the GPU no minor"))
+	case devnode.KindDRMRender:
+		ev = append(ev, Ev(path.Join(d.Path, "drm"), "no render node registered under the device"))
+	case devnode.KindAccel:
+		ev = append(ev, Ev("/sys/class/accel", "no entry leads to the device"))
+	}
+	if present, err := devnode.NodesOfForm(e.Root, n.Kind); err == nil {
+		var stray []string
+		for _, p := range present {
+			if !needed[p] {
+				stray = append(stray, p)
+			}
+		}
+		if len(stray) > 0 {
+			// Say what is there: nodes of this form that no bound device
+			// needs (left from an earlier load, or made by hand).
+			ev = append(ev, Ev(path.Dir(n.Path), "present, and needed by no bound device: "+strings.Join(stray, " ")))
+		}
+	}
+	ev = append(ev, needEv(n), expectEv(n))
+	st := report.Fail
+	if !n.Required {
+		st = report.Warn
+	}
+	f := out.Add(CodeDevnodeMissing, st, bdf,
+		fmt.Sprintf("%s has no node %s: %s names it when it binds the device, and no driver is bound", bdf, n.Path, nd.drv.Name), ev...)
+	f.Follows(nd.code, bdf)
+	f.Remediation = consequenceFix(report.Cause{Code: nd.code, Subject: bdf}, nd.drv.Name, bdf)
+}
+
+// unboundSharedNode judges a shared node of unbound devices as it is.
+func (e *Env) unboundSharedNode(out *Out, u *unboundShared, mv majorView) {
+	n := u.n
+	sort.Strings(n.Subjects)
+	if len(n.Subjects) == 1 {
+		e.AddDeviceNode(n.Subjects[0], n.Path)
+	}
+	who := whoNeeds(n)
+	expect := expectEv(n)
+	unbound := Ev("", fmt.Sprintf("%s creates it; no driver is bound to %s (%s %s)", u.drv, strings.Join(n.Subjects, ", "), u.cause.Code, u.cause.Subject))
+	s := e.NodeState(n.Path)
+	brokenSt := report.Fail
+	if !n.Required {
+		brokenSt = report.Warn
+	}
+	switch {
+	case s.Err != nil:
+		out.NotRun(CodeDevnodeUnknown, n.Path, "could not stat "+n.Path, e.errWhy(s.Err.Error(), s.Err, n.Path, ""), needEv(n), expect)
+	case !s.Exists:
+		if gap, ok := captureGap(e.Root, n.Path); ok {
+			out.NotRun(CodeDevnodeUnknown, n.Path, "not checked: "+gap, e.missing(gap+": whether "+n.Path+" exists is not known", n.Path),
+				Ev(n.Path, "not in the capture"), needEv(n), expect)
+			return
+		}
+		what := "required"
+		if !n.Required {
+			what = "optional"
+		}
+		bound := "is not bound to it"
+		if len(n.Subjects) > 1 {
+			bound = "is bound to none of them"
+		}
+		f := out.Add(CodeDevnodeMissing, brokenSt, n.Path,
+			fmt.Sprintf("%s node %s of %s is missing: %s, which creates it, %s", what, n.Path, who, u.drv, bound),
+			Ev(n.Path, "absent"), unbound, needEv(n), expect)
+		f.Follows(u.cause.Code, u.cause.Subject)
+		f.Remediation = consequenceFix(u.cause, u.drv, who)
+	case !s.IsChar():
+		out.Add(CodeDevnodeNotChar, report.Fail, n.Path, fmt.Sprintf("%s is a %s, not a char device (%s)", n.Path, s.Node.Type, who),
+			nodeEv(s), needEv(n), expect)
+	case mv.complete && mv.unregistered(s.Node.Major):
+		f := out.Add(CodeDevnodeMajorUnregistered, brokenSt, n.Path,
+			fmt.Sprintf("%s is present but no driver holds char major %d: open() gives ENXIO (left from an earlier load; %s)", n.Path, s.Node.Major, who),
+			nodeEv(s), Ev(devnode.ProcDevicesPath, fmt.Sprintf("no char major %d", s.Node.Major)), unbound, needEv(n))
+		f.Follows(u.cause.Code, u.cause.Subject)
+		f.Remediation = consequenceFix(u.cause, u.drv, who)
+	case n.DevKnown && (s.Node.Major != n.Major || s.Node.Minor != n.Minor):
+		out.Add(CodeDevnodeWrongDevnum, brokenSt, n.Path,
+			fmt.Sprintf("%s is %s, the kernel published %s (%s)", n.Path, s.Node.Dev(), n.Dev(), who), nodeEv(s), expect, needEv(n))
+	default:
+		ev := []report.Evidence{nodeEv(s), expect, unbound}
+		held := "; major registration not checked"
+		if mv.known && mv.pd.CharRegistered(s.Node.Major) {
+			held = ", held by " + strings.Join(mv.pd.CharNames(s.Node.Major), ", ")
+			ev = append(ev, Ev(devnode.ProcDevicesPath, fmt.Sprintf("char major %d: %s", s.Node.Major, strings.Join(mv.pd.CharNames(s.Node.Major), ", "))))
+		}
+		out.Add(CodeDevnodeOK, report.Pass, n.Path,
+			fmt.Sprintf("%s is char %s%s; %s is bound to none of %s, so no device of theirs is behind it", n.Path, s.Node.Dev(), held, u.drv, who), ev...)
+	}
 }
 
 // procDevicesView reports a /proc/devices that could not be read
@@ -437,9 +614,12 @@ func (e *Env) unregisteredFinding(out *Out, n devnode.ExpectedNode, major uint32
 // checkDevicesWithoutNodes covers the devices, not the nodes: one whose
 // driver is not known (its driver-specific nodes cannot be named), one
 // with no node to check, and one whose nodes are partly unknown.
-func (e *Env) checkDevicesWithoutNodes(out *Out, x *devnode.Expectation) {
+func (e *Env) checkDevicesWithoutNodes(out *Out, x *devnode.Expectation, judged map[string]bool) {
 	for _, d := range e.Accelerators() {
 		bdf := d.Address.String()
+		if judged[bdf] {
+			continue // checkUnboundNodes
+		}
 		if !x.Covered[bdf] {
 			if f, failed := e.FailedBelow(bdf, report.LayerDevNode); failed {
 				out.NotRun(CodeDevnodeSkipped, bdf, "device nodes not checked: a lower layer failed",

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"strings"
 
+	"github.com/accel-doctor/accel-doctor/internal/devnode"
 	"github.com/accel-doctor/accel-doctor/internal/driver"
 	"github.com/accel-doctor/accel-doctor/internal/pci"
 	"github.com/accel-doctor/accel-doctor/internal/report"
@@ -30,7 +32,22 @@ const (
 	CodeDriverLibraryMismatch = "DRIVER_LIBRARY_MISMATCH"
 	CodeDriverLibraryUnknown  = "DRIVER_LIBRARY_UNKNOWN"
 	CodeDriverNVIDIAProc      = "DRIVER_NVIDIA_PROC_MISSING"
+
+	// Why no driver is bound (judgeNoDriver): one code per cause.
+	CodeDriverModuleNotInstalled = "DRIVER_MODULE_NOT_INSTALLED"
+	CodeDriverDeviceUnsupported  = "DRIVER_DEVICE_UNSUPPORTED"
+	CodeDriverModuleBlacklisted  = "DRIVER_MODULE_BLACKLISTED"
+	CodeDriverNomodeset          = "DRIVER_NOMODESET"
+	CodeDriverModuleUnsigned     = "DRIVER_MODULE_UNSIGNED"
+	CodeDriverModuleNotLoaded    = "DRIVER_MODULE_NOT_LOADED"
+	CodeDriverProbeFailed        = "DRIVER_PROBE_FAILED"
+	CodeDriverNotClaimed         = "DRIVER_NOT_CLAIMED"
+	CodeDriverMeantForVFIO       = "DRIVER_MEANT_FOR_VFIO"
 )
+
+// noDriverCodes are the codes of a device no driver is bound to.
+var noDriverCodes = []string{CodeDriverNone, CodeDriverModuleNotInstalled, CodeDriverDeviceUnsupported, CodeDriverModuleBlacklisted,
+	CodeDriverNomodeset, CodeDriverModuleUnsigned, CodeDriverModuleNotLoaded, CodeDriverProbeFailed, CodeDriverNotClaimed, CodeDriverMeantForVFIO}
 
 const vendorNVIDIA = 0x10de
 
@@ -47,15 +64,132 @@ necessary, not sufficient: the driver may still have failed to initialise the
 hardware, and the user-space stack must match it (see DRIVER_LIBRARY_*).`,
 }, {
 	Code: CodeDriverNone, Layer: report.LayerDriver,
-	Title: "no kernel driver is bound to the accelerator",
+	Title: "no kernel driver is bound to the accelerator, and why was not determined",
 	Explain: `The PCI function has no "driver" link in sysfs
 (/sys/bus/pci/devices/<BDF>/driver): no kernel driver has claimed it, so no
 device node exists for it and nothing in user space, inside or outside a
-container, can use it. Usual causes: the driver package is not installed or
-its module is not loaded (it failed to build for the running kernel, Secure
-Boot refused an unsigned module), the module is blacklisted, the device ID is
-too new for the installed driver, or the driver's probe failed (see dmesg).`,
-	Remediation: "Load the driver (`modprobe nvidia`, `modprobe amdgpu`, ...) and read `dmesg` for probe errors; check that the driver package supports this device ID and was built for `uname -r`; with Secure Boot, sign the module or enrol its key.",
+container, can use it. accel-doctor looks for the cause in the root's files:
+the vendor's driver for the device (the aliases of modules.alias that match
+the device's modalias, else the vendor's own driver for its class), whether
+it is installed for the running kernel (modules.dep), loaded (/sys/module,
+/proc/modules), refused by modprobe.d or the kernel command line, stopped by
+nomodeset, unsigned under lockdown, or failed its probe (the kernel log).
+This code is the finding when none of those could be read or none applies:
+the evidence lists what was not read. Other codes (DRIVER_MODULE_*,
+DRIVER_NOMODESET, DRIVER_PROBE_FAILED, DRIVER_NOT_CLAIMED,
+DRIVER_DEVICE_UNSUPPORTED) name a cause that was found. A device whose
+vendor has no driver accel-doctor knows gets this code too.`,
+	Remediation: "Load the vendor's driver for the device (`modprobe <driver>`) and read `dmesg` for its probe errors; check that its package supports this device ID and was built for `uname -r`; with Secure Boot, sign the module or enrol its key.",
+}, {
+	Code: CodeDriverModuleNotInstalled, Layer: report.LayerDriver,
+	Title: "no driver is bound: the vendor's driver is not installed for the running kernel",
+	Explain: `No kernel driver is bound to the device, and the module of its vendor's
+driver is not installed for the kernel that runs (/proc/sys/kernel/osrelease
+names it; its modules are under /lib/modules/<release>): modules.dep has no
+line for it, or names a file that is absent, or modules.alias names it and
+modules.dep does not. Typical after a kernel upgrade whose DKMS build of the
+driver failed or was never made, after the driver package was removed, or on
+a distribution that ships the module in a separate package
+(linux-modules-extra on Ubuntu). udev cannot load what is not there.`,
+	Remediation: "Install the driver for the running kernel (the fix names the package), then `modprobe <driver>`; with DKMS, `dkms status` shows which kernels it was built for.",
+}, {
+	Code: CodeDriverDeviceUnsupported, Layer: report.LayerDriver,
+	Title: "no driver is bound: the installed driver does not list this device",
+	Explain: `No kernel driver is bound to the device, and the vendor's driver installed
+for the running kernel does not list it: no alias of that module in
+modules.alias (or modules.builtin.alias for a built-in driver) matches the
+device's modalias. A driver's aliases are its PCI ID table (the kernel's
+scripts/mod/file2alias.c writes them from MODULE_DEVICE_TABLE), so the
+installed release predates the device, or the device needs another driver
+of the vendor. udev does not load a module for a device it does not list,
+and the module does not bind it when loaded.`,
+	Remediation: "Install a release of the driver that supports the device's vendor:device ID (a newer kernel or the vendor's DKMS package); `modinfo <driver> | grep alias` lists the IDs the installed one drives.",
+}, {
+	Code: CodeDriverModuleBlacklisted, Layer: report.LayerDriver,
+	Title: "no driver is bound: the vendor's driver is blacklisted",
+	Explain: `No kernel driver is bound to the device, its vendor's driver is not loaded,
+and something refuses it: "blacklist <module>" in a modprobe.d file (modprobe
+then does not load it for a device's alias, which is how udev loads drivers),
+"install <module> /bin/false" or "/bin/true" (modprobe runs that instead of
+loading it, even when asked by name), modprobe.blacklist=<module> on the
+kernel command line (kmod reads it as a blacklist), or module_blacklist=
+(the kernel itself refuses the module, kernel/module/main.c). kmod reads
+/etc/modprobe.d, /run/modprobe.d, /usr/local/lib/modprobe.d,
+/usr/lib/modprobe.d and /lib/modprobe.d; the evidence names the file and line.
+The initramfs holds a copy of the configuration, so a change needs it
+rebuilt.`,
+	Remediation: "Remove the line the evidence names (or the command-line parameter), rebuild the initramfs (`update-initramfs -u` or `dracut -f`), then `modprobe <driver>` or reboot.",
+}, {
+	Code: CodeDriverNomodeset, Layer: report.LayerDriver,
+	Title: "no driver is bound: nomodeset keeps the GPU driver from loading",
+	Explain: `No kernel driver is bound to the device, and the kernel command line keeps
+its driver from loading: with nomodeset only firmware framebuffer drivers may
+run (drivers/gpu/drm/drm_nomodeset.c, drm_firmware_drivers_only()), and the
+DRM drivers amdgpu, i915, xe, nouveau and radeon refuse to load, leaving the
+GPU without a driver; <driver>.modeset=0 does the same for one driver.
+amdgpu, i915, nouveau and radeon load despite nomodeset when given
+<driver>.modeset=1. nomodeset is often left over from an installation on
+a machine whose display did not work.`,
+	Remediation: "Remove nomodeset (or <driver>.modeset=0) from the kernel command line in the boot loader's configuration and reboot.",
+}, {
+	Code: CodeDriverModuleUnsigned, Layer: report.LayerDriver,
+	Title: "no driver is bound: the driver's module is unsigned and the kernel loads only signed modules",
+	Explain: `No kernel driver is bound to the device, its vendor's driver is installed
+but not loaded, and the kernel refuses unsigned modules: the lockdown LSM is
+in integrity or confidentiality mode (/sys/kernel/security/lockdown, usually
+because Secure Boot is on), or module.sig_enforce is Y, and the module file
+carries no appended signature (the "~Module signature appended~" trailer of
+include/linux/module_signature.h that scripts/sign-file writes). Typical of a
+driver built by DKMS or a vendor installer on a Secure Boot machine without
+an enrolled signing key. Compressed modules (.ko.xz, .ko.zst) cannot be
+looked into here; a signed module whose key is not enrolled is refused too,
+which the file cannot tell.`,
+	Remediation: "Sign the module with a key the kernel trusts (enrol DKMS's MOK key with `mokutil --import` and reboot), or install the distribution's signed build of the driver; then `modprobe <driver>`.",
+}, {
+	Code: CodeDriverModuleNotLoaded, Layer: report.LayerDriver,
+	Title: "no driver is bound: the vendor's driver is installed but not loaded",
+	Explain: `No kernel driver is bound to the device; its vendor's driver is installed for
+the running kernel, is not loaded, and nothing that was read keeps it from
+loading (no blacklist, no install command, no command-line parameter, no
+nomodeset, no signature requirement it fails). udev loads a driver by its
+alias when the device appears; that did not happen, or the module was
+unloaded since. Loading it by hand shows whether it binds.`,
+	Remediation: "`modprobe <driver>`, then read `dmesg` for its messages about the device; check that the driver's package installed its module configuration so that it loads at boot.",
+}, {
+	Code: CodeDriverProbeFailed, Layer: report.LayerDriver,
+	Title: "no driver is bound: the driver's probe of the device failed",
+	Explain: `No kernel driver is bound to the device, although its vendor's driver is
+loaded (or built in), and the kernel log records that the driver's probe of
+this device failed: "probe with driver <driver> failed with error -N" (or,
+before Linux 5.13, "<driver>: probe of <BDF> failed with error -N"), from
+drivers/base/dd.c. The driver's own messages before that line say why:
+missing firmware (-2, ENOENT), a device or configuration it refuses (-19,
+-22), memory it could not map. The kernel log is read from the files the
+root keeps (/var/log/dmesg, kern.log, messages, syslog); a line may come from
+an earlier boot.`,
+	Remediation: "Read the driver's messages before the probe error (`dmesg | grep -i <driver>`), fix what they name (install the firmware, change the setting), then bind the device again (`echo <BDF> > /sys/bus/pci/drivers/<driver>/bind`) or reload the module.",
+}, {
+	Code: CodeDriverMeantForVFIO, Layer: report.LayerDriver,
+	Title: "no driver is bound: the host means the device for VFIO, and no VFIO driver has bound it",
+	Explain: `No kernel driver is bound to the device, and the host itself says it is meant
+for VFIO passthrough: its driver_override names a VFIO driver, or vfio-pci's
+ids (vfio-pci.ids= on the kernel command line, "options vfio-pci ids=" in
+modprobe.d) name its vendor:device. Its vendor's native driver is not meant
+to have it, so neither that driver's state nor its device nodes are judged;
+layer 7 (IOMMU / VFIO) says why vfio-pci has not bound it (VFIO_DEVICE_NOT_BOUND,
+which this finding follows from): the module not loaded, no IOMMU group with
+the IOMMU off, no probe since the override was set.`,
+	Remediation: "If passthrough is meant, fix what layer 7 names (`accel-doctor iommu`); to use the device natively instead, clear its driver_override and remove its id from vfio-pci's ids, then `echo <BDF> > /sys/bus/pci/drivers_probe`.",
+}, {
+	Code: CodeDriverNotClaimed, Layer: report.LayerDriver,
+	Title: "no driver is bound: the driver is loaded but has not claimed the device",
+	Explain: `No kernel driver is bound to the device, although its vendor's driver is
+loaded (or built in), and no probe error for the device was found in the
+kernel log files the root keeps. The device's driver_override may name
+another driver (then only that one may bind it, drivers/pci/pci-driver.c),
+the driver may have been unbound from it by hand, or its probe failed in a
+way the files read here do not record (dmesg on the host shows it).`,
+	Remediation: "Bind it by hand (`echo <BDF> > /sys/bus/pci/drivers/<driver>/bind`) and read `dmesg` for why it fails; clear a driver_override that names another driver.",
 }, {
 	Code: CodeDriverUnknown, Layer: report.LayerDriver,
 	Title: "which driver is bound could not be determined",
@@ -167,7 +301,7 @@ func driverChecks() []Check {
 	return []Check{{
 		ID: "driver.bound", Layer: report.LayerDriver,
 		Title: "a suitable kernel driver is bound to each accelerator",
-		Codes: []string{CodeDriverBound, CodeDriverNone, CodeDriverUnknown, CodeDriverNouveau, CodeDriverVFIOBound},
+		Codes: append([]string{CodeDriverBound, CodeDriverUnknown, CodeDriverNouveau, CodeDriverVFIOBound}, noDriverCodes...),
 		Run:   checkDriverBound,
 	}, {
 		ID: "driver.module", Layer: report.LayerDriver,
@@ -212,23 +346,120 @@ func isPassthroughDriver(drv string) bool {
 	return drv == "pci-stub" || drv == "vfio-pci" || strings.HasSuffix(drv, "vfio_pci") || strings.HasSuffix(drv, "vfio-pci")
 }
 
+// knownDriver is what accel-doctor knows of one accelerator driver.
+// knownDrivers is the one table of vendors' kernel drivers in this
+// package: summaries name a driver's family from it, and a device no
+// driver is bound to is judged against its vendor's driver from it (which
+// driver, which nodes that driver would create, whether nomodeset stops
+// it, how it gets onto a host).
+type knownDriver struct {
+	Name   string // the PCI driver's name, also its module's
+	Family string
+	Vendor uint16 // the PCI vendor whose devices it drives
+	// Classes are the PCI base classes of the vendor's devices it drives;
+	// empty: any.
+	Classes []uint8
+	// Native: the vendor's own driver, the one a device of that vendor
+	// and class is meant to have when none is bound (nvidia, not
+	// nouveau, for CUDA; amdgpu, not radeon, for ROCm).
+	Native bool
+	// KMS: a DRM driver that refuses to load when the kernel runs with
+	// nomodeset (drm_firmware_drivers_only(),
+	// drivers/gpu/drm/drm_nomodeset.c; amdgpu_init, i915_check_nomodeset,
+	// xe_check_nomodeset, nouveau_drm_init, radeon_module_init).
+	// ModesetParam: its <driver>.modeset parameter overrides nomodeset
+	// when 1 and refuses on its own when 0 (xe has none).
+	KMS, ModesetParam bool
+	// Nodes are the device-node kinds (devnode.Kind*) it creates for a
+	// device it binds.
+	Nodes []string
+	// Install says where the driver comes from, for a fix ("<release>"
+	// is the running kernel's).
+	Install string
+}
+
+// install is the row's Install for a kernel release.
+func (k *knownDriver) install(rel string) string {
+	if rel == "" {
+		return k.Install
+	}
+	return strings.ReplaceAll(k.Install, "<release>", rel)
+}
+
+var knownDrivers = []knownDriver{{
+	Name: "nvidia", Family: "NVIDIA kernel driver", Vendor: vendorNVIDIA, Classes: []uint8{0x03}, Native: true,
+	Nodes:   []string{devnode.KindNVIDIAGPU, devnode.KindNVIDIACtl, devnode.KindNVIDIAUVM},
+	Install: "the NVIDIA driver (the distribution's nvidia-driver or DKMS package, NVIDIA's CUDA repository, or the GPU operator's driver container)",
+}, {
+	Name: "amdgpu", Family: "AMD GPU driver (ROCm/Mesa)", Vendor: vendorAMD, Classes: []uint8{0x03, 0x12}, Native: true,
+	KMS: true, ModesetParam: true,
+	Nodes:   []string{devnode.KindDRMRender, devnode.KindKFD},
+	Install: "amdgpu (it ships with the kernel: on Ubuntu in linux-modules-extra-<release>; for ROCm, AMD's amdgpu-dkms package)",
+}, {
+	Name: "i915", Family: "Intel GPU driver (i915)", Vendor: vendorIntel, Classes: []uint8{0x03}, Native: true,
+	KMS: true, ModesetParam: true,
+	Nodes:   []string{devnode.KindDRMRender},
+	Install: "i915 (it ships with the kernel: on Ubuntu in linux-modules-extra-<release>; Intel's intel-i915-dkms for data-center GPUs)",
+}, {
+	Name: "xe", Family: "Intel Xe GPU driver", Vendor: vendorIntel, Classes: []uint8{0x03}, Native: true,
+	KMS:     true,
+	Nodes:   []string{devnode.KindDRMRender},
+	Install: "xe (in the kernel since Linux 6.8: on Ubuntu in linux-modules-extra-<release>)",
+}, {
+	Name: "habanalabs", Family: "Intel Gaudi driver", Vendor: vendorHabana, Native: true,
+	Nodes:   []string{devnode.KindAccel},
+	Install: "habanalabs (Intel Gaudi's habanalabs-dkms package, or the kernel's own drivers/accel/habanalabs)",
+}, {
+	Name: "intel_vpu", Family: "Intel NPU driver", Vendor: vendorIntel, Classes: []uint8{0x12}, Native: true,
+	Nodes:   []string{devnode.KindAccel},
+	Install: "intel_vpu (in the kernel since Linux 6.3, drivers/accel/ivpu, with its firmware from linux-firmware)",
+}, {
+	Name: "ve_drv", Family: "NEC SX-Aurora VE driver", Vendor: vendorNEC, Native: true,
+	Install: "ve_drv (NEC's ve_drv-kmod package, part of VEOS)",
+}, {
+	Name: "nouveau", Family: "nouveau (open-source NVIDIA display driver)", Vendor: vendorNVIDIA, Classes: []uint8{0x03},
+	KMS: true, ModesetParam: true,
+	Nodes: []string{devnode.KindDRMRender},
+}, {
+	Name: "radeon", Family: "radeon (AMD's driver for GPUs before GCN)", Vendor: vendorAMD, Classes: []uint8{0x03},
+	KMS: true, ModesetParam: true,
+	Nodes: []string{devnode.KindDRMRender},
+}}
+
+// PCI vendor ids of knownDrivers (pci.ids).
+const (
+	vendorAMD    = 0x1002
+	vendorIntel  = 0x8086
+	vendorHabana = 0x1da3
+	vendorNEC    = 0x1bcf
+)
+
+// lookupDriver finds a driver's row.
+func lookupDriver(name string) (*knownDriver, bool) {
+	for i := range knownDrivers {
+		if knownDrivers[i].Name == driver.NormalizeModule(name) || knownDrivers[i].Name == name {
+			return &knownDrivers[i], true
+		}
+	}
+	return nil, false
+}
+
+// drives reports whether the row is for a device of this vendor and
+// class (a class that could not be read matches any).
+func (k *knownDriver) drives(d *pci.Device) bool {
+	if !d.Has(pci.HasVendor) || d.Vendor != k.Vendor {
+		return false
+	}
+	if len(k.Classes) == 0 || !d.Has(pci.HasClass) {
+		return true
+	}
+	return slices.Contains(k.Classes, uint8(d.Class>>16))
+}
+
 // driverFamily names the drivers accel-doctor knows, for summaries.
 func driverFamily(drv string) string {
-	switch drv {
-	case "nvidia":
-		return "NVIDIA kernel driver"
-	case "amdgpu":
-		return "AMD GPU driver (ROCm/Mesa)"
-	case "i915":
-		return "Intel GPU driver (i915)"
-	case "xe":
-		return "Intel Xe GPU driver"
-	case "habanalabs":
-		return "Intel Gaudi driver"
-	case "intel_vpu":
-		return "Intel NPU driver"
-	case "nouveau":
-		return "nouveau (open-source NVIDIA display driver)"
+	if k, ok := lookupDriver(drv); ok {
+		return k.Family
 	}
 	return "driver " + drv
 }
@@ -296,7 +527,12 @@ func checkDriverBound(e *Env, out *Out) {
 		case b.State == driver.BindUnknown:
 			out.NotRun(CodeDriverUnknown, bdf, "which driver is bound is not known", e.bindingWhy(b, d.Path), ev...)
 		case b.State == driver.Unbound:
-			out.Add(CodeDriverNone, report.Fail, bdf, "no kernel driver is bound", ev...)
+			nd := e.noDriverCause(d)
+			f := out.Add(nd.code, report.Fail, bdf, nd.summary, append(ev, nd.ev...)...)
+			f.Remediation = nd.fix
+			if nd.follows != nil {
+				f.Follows(nd.follows.Code, nd.follows.Subject)
+			}
 		case b.Driver == "" && d.Vendor == vendorNVIDIA:
 			out.NotRun(CodeDriverUnknown, bdf, "a driver is bound, but not which one",
 				e.unnamedDriverWhy("only "+b.Via+" shows the binding; whether it is nvidia or nouveau cannot be told", bdf, d.Path), ev...)
@@ -503,4 +739,579 @@ func checkNVIDIALibs(e *Env, out *Out) {
 			out.Add(CodeDriverLibraryMatch, report.Pass, "host", fmt.Sprintf("%s %s matches the kernel module", so, lib.Version), kev, lev)
 		}
 	}
+}
+
+// KernelModules is what the root says of the running kernel's modules
+// (modules.alias, modules.dep, modprobe.d, the command line, lockdown),
+// read once, and only when a device has no driver.
+func (e *Env) KernelModules() *driver.KernelModules {
+	k, _ := memo(e, "driver.kernel-modules", func() (*driver.KernelModules, error) {
+		return driver.ReadKernelModules(e.Root), nil
+	})
+	return k
+}
+
+// kernelLog is one kernel log file, read once.
+func (e *Env) kernelLog(p string) ([]byte, error) {
+	return memo(e, "driver.kernel-log:"+p, func() ([]byte, error) {
+		return driver.ReadKernelLog(e.Root, p)
+	})
+}
+
+// noDriver is why no driver is bound to an accelerator: the vendor's
+// driver expected for it, the one cause found (code, summary, evidence,
+// fix), or, under CodeDriverNone, what could not be read.
+type noDriver struct {
+	drv     *knownDriver // nil: accel-doctor knows no driver for it, or none is meant
+	code    string
+	summary string
+	ev      []report.Evidence
+	fix     string
+	// follows is the finding this one follows from (a device meant for
+	// VFIO: layer 7's), nil when none.
+	follows *report.Cause
+}
+
+// noDriverCause works out, once per device, why no driver is bound.
+func (e *Env) noDriverCause(d *pci.Device) noDriver {
+	nd, _ := memo(e, "driver.none:"+d.Address.String(), func() (noDriver, error) {
+		return judgeNoDriver(e, d), nil
+	})
+	return nd
+}
+
+// cause is one thing found that keeps the driver off the device.
+type cause struct {
+	code, summary, fix string
+	ev                 []report.Evidence
+}
+
+// aliasVerdict is what modules.alias says of the device and a driver.
+type aliasVerdict int
+
+const (
+	aliasUnknown aliasVerdict = iota // not read, or only in part, or no modalias
+	aliasMatches                     // an alias of the driver matches the device
+	aliasNone                        // read whole: no alias of the driver matches
+)
+
+// judgeNoDriver finds the one cause: the vendor's driver for the device
+// from the aliases that match its modalias (else from its vendor and
+// class), then, in the order the kernel would meet them: the driver is
+// loaded or built in but did not take the device (its probe failed, or it
+// never claimed it); or it is not installed for the running kernel, does
+// not list the device, is refused (module_blacklist=, an install command
+// that does nothing, blacklist, modprobe.blacklist=), is stopped by
+// nomodeset, or is unsigned where the kernel loads only signed modules;
+// or it is simply not loaded. The first cause found is the finding;
+// others found are noted ("also"). What could not be read is said, and
+// with no cause found the finding is DRIVER_NONE naming it.
+func judgeNoDriver(e *Env, d *pci.Device) noDriver {
+	bdf := d.Address.String()
+	k := e.KernelModules()
+	nd := noDriver{code: CodeDriverNone}
+	var unread []string
+	note := func(r driver.Read, what string) {
+		if r.Err != nil {
+			unread = append(unread, what+": "+e.withGap(r.Err))
+		}
+	}
+	ma, maSrc, maErr := e.modalias(d)
+	var formed *modaliasFormed
+	switch {
+	case errors.As(maErr, &formed):
+		nd.ev = append(nd.ev, Ev(maSrc, ma+", "+formed.Error()))
+	case maErr != nil:
+		unread = append(unread, "the device's modalias: "+e.withGap(maErr))
+	default:
+		nd.ev = append(nd.ev, Ev(maSrc, ma))
+	}
+	if meantForVFIO(e, d, &nd) {
+		return nd
+	}
+	if k.Release != "" {
+		nd.ev = append(nd.ev, Ev(k.ReleaseRead.Path, k.Release))
+	} else {
+		note(k.ReleaseRead, "the kernel release")
+	}
+	if k.Release != "" {
+		note(k.AliasRead, "modules.alias")
+	}
+
+	drvs, matches := expectedDrivers(d, k, ma)
+	if len(drvs) == 0 {
+		nd.summary = fmt.Sprintf("no kernel driver is bound, and accel-doctor knows no driver for vendor %s class %s", vendorString(d), classString(d))
+		nd.fix = "Install and load the vendor's kernel driver for this device (its documentation names it; `lspci -k -s " + bdf + "` shows the modules that match it), then read `dmesg` for its messages about " + bdf + "."
+		return nd
+	}
+	drv := drvs[0]
+	nd.drv = drv
+	mod := driver.ModuleName(drv.Name)
+	for _, o := range drvs[1:] {
+		nd.ev = append(nd.ev, Ev("", "also a driver for it: "+o.Name))
+	}
+
+	m, merr := e.DriverModule(drv.Name)
+	mf := k.File(e.Root, mod)
+	builtin := mf.BuiltinLine > 0 || (m.Present && m.BuiltIn)
+	loaded := m.Present && !m.BuiltIn
+	switch {
+	case mf.BuiltinLine > 0:
+		nd.ev = append(nd.ev, Ev(k.BuiltinRead.Path, fmt.Sprintf("line %d: %s is built into the kernel", mf.BuiltinLine, mod)))
+	case m.Present && m.BuiltIn:
+		nd.ev = append(nd.ev, Ev(m.Source, "no initstate: built into the kernel"))
+	case loaded:
+		nd.ev = append(nd.ev, Ev(m.Source, mod+" loaded, initstate "+optString(m.InitState, "unknown")))
+	case merr == nil && (strings.Contains(m.Missing, "does not list") || e.Root.Covers("/sys/module/"+mod)):
+		nd.ev = append(nd.ev, Ev("/sys/module/"+mod, "absent: "+mod+" is not loaded"))
+	default:
+		why := m.Missing
+		if merr != nil {
+			why = merr.Error()
+		} else if gap, ok := captureGap(e.Root, "/sys/module/"+mod); ok {
+			why = gap
+		}
+		unread = append(unread, "whether "+mod+" is loaded: "+why)
+	}
+
+	av := aliasUnknown
+	builtinAliasesKnown := k.BuiltinAliasRead.Err == nil || !builtin && errors.Is(k.BuiltinAliasRead.Err, fs.ErrNotExist)
+	switch a, ok := matches[drv.Name]; {
+	case ok:
+		av = aliasMatches
+		nd.ev = append(nd.ev, Ev(aliasPath(k, a), fmt.Sprintf("line %d: alias %s %s", a.Line, a.Pattern, a.Module)))
+	case ma != "" && k.AliasRead.Err == nil && builtinAliasesKnown:
+		// A built-in driver's aliases are only in modules.builtin.alias.
+		av = aliasNone
+		nd.ev = append(nd.ev, Ev(k.AliasRead.Path, "no alias of "+drv.Name+" matches "+ma))
+	}
+
+	var causes []cause
+	if builtin || loaded {
+		causes = e.boundFailed(d, drv, k, av, builtin, loaded, &unread)
+	} else {
+		var installed bool
+		causes, installed = e.notLoaded(d, drv, k, av, mf, &unread)
+		if len(causes) == 0 && installed && merr == nil && !m.Present && (strings.Contains(m.Missing, "does not list") || e.Root.Covers("/sys/module/"+mod)) {
+			causes = append(causes, cause{
+				code:    CodeDriverModuleNotLoaded,
+				summary: fmt.Sprintf("no kernel driver is bound: %s is installed but not loaded, and nothing read keeps it from loading", drv.Name),
+				fix:     fmt.Sprintf("`modprobe %s`, then read `dmesg` for its messages about %s; to have it load at boot, check that the driver's package installed its module configuration (udev loads it by its alias).", drv.Name, bdf),
+			})
+		}
+	}
+	if len(causes) == 0 {
+		nd.summary = "no kernel driver is bound; why " + drv.Name + " is not bound was not determined"
+		if len(unread) > 0 {
+			nd.summary += " (" + unread[0] + ")"
+		}
+		for _, u := range unread {
+			nd.ev = append(nd.ev, Ev("", "not determined: "+u))
+		}
+		nd.fix = fmt.Sprintf("Load %s (`modprobe %s`) and read `dmesg` for its messages about %s; make sure %s is installed and supports this device; with Secure Boot, its module must be signed with an enrolled key.",
+			drv.Name, drv.Name, bdf, drv.install(k.Release))
+		if !e.Root.IsLive() {
+			nd.fix += " A capture may not have kept what was not read: take it again on the host with `accel-doctor snapshot node.tar.gz`."
+		}
+		return nd
+	}
+	c := causes[0]
+	nd.code, nd.summary, nd.fix = c.code, c.summary, c.fix
+	nd.ev = append(nd.ev, c.ev...)
+	for _, o := range causes[1:] {
+		for i, ev := range o.ev {
+			if i == 0 {
+				ev.Value = "also (" + o.code + "): " + ev.Value
+			}
+			nd.ev = append(nd.ev, ev)
+		}
+	}
+	for _, u := range unread {
+		nd.ev = append(nd.ev, Ev("", "not read: "+u))
+	}
+	return nd
+}
+
+// meantForVFIO: the host says the device is meant for VFIO (its
+// driver_override names a VFIO driver, vfio-pci's ids name it; layer 7's
+// reading, iommu.Binding.Configured): the vendor's driver is not meant to
+// have it, and layer 7 says why vfio-pci has not.
+func meantForVFIO(e *Env, d *pci.Device, nd *noDriver) bool {
+	v := e.VFIO()
+	if v == nil {
+		return false
+	}
+	b := v.Binding(d.Address)
+	if b == nil || !b.Configured() {
+		return false
+	}
+	bdf := d.Address.String()
+	var by []string
+	if b.Override != "" {
+		by = append(by, "driver_override names "+b.Override)
+		nd.ev = append(nd.ev, Ev(b.OverridePath, b.Override))
+	}
+	for _, from := range b.IDsFrom {
+		by = append(by, "vfio-pci's ids name "+b.ID+" ("+from+")")
+	}
+	for _, w := range b.Why {
+		nd.ev = append(nd.ev, Ev("", w))
+	}
+	nd.code = CodeDriverMeantForVFIO
+	nd.summary = "no kernel driver is bound: the host means it for VFIO (" + strings.Join(by, "; ") + "), and no VFIO driver has bound it"
+	var undo []string
+	if b.Override != "" {
+		undo = append(undo, fmt.Sprintf("clear its driver_override (`echo > /sys/bus/pci/devices/%s/driver_override`)", bdf))
+	}
+	if len(b.IDsFrom) > 0 {
+		undo = append(undo, fmt.Sprintf("remove %s from vfio-pci's ids (%s)", b.ID, strings.Join(b.IDsFrom, ", ")))
+	}
+	nd.fix = fmt.Sprintf("If passthrough is meant, layer 7 (`accel-doctor iommu`) says why vfio-pci has not bound it; to use it natively instead, %s, then `echo %s > /sys/bus/pci/drivers_probe`.", strings.Join(undo, " and "), bdf)
+	nd.follows = &report.Cause{Code: codeVFIONotBound, Subject: bdf}
+	return true
+}
+
+// modalias is the device's modalias: the attribute, or, where the capture
+// lacks it, the one the kernel would show for the ids read.
+func (e *Env) modalias(d *pci.Device) (ma, src string, err error) {
+	src = path.Join(d.Path, "modalias")
+	ma, err = driver.ReadModalias(e.Root, d.Path)
+	if err == nil {
+		return ma, src, nil
+	}
+	if d.Has(pci.HasVendor | pci.HasDevice | pci.HasSubsystem | pci.HasClass) {
+		ma = driver.FormatModalias(pci.Modalias{Vendor: d.Vendor, Device: d.Device, SubsystemVendor: d.SubsystemVendor, SubsystemDevice: d.SubsystemDevice, Class: d.Class})
+		return ma, src, &modaliasFormed{err}
+	}
+	return "", src, err
+}
+
+// modaliasFormed: the attribute could not be read, and the modalias was
+// formed from the device's ids.
+type modaliasFormed struct{ err error }
+
+func (m *modaliasFormed) Error() string {
+	return "formed from the device's ids (" + m.err.Error() + ")"
+}
+
+// expectedDrivers are the known drivers meant for d, best first: those
+// whose alias matches its modalias (the vendor's own first), else, or
+// when the only ones that match are not the vendor's own, its vendor's
+// own drivers for its class. matches holds the first matching alias of
+// each known driver.
+func expectedDrivers(d *pci.Device, k *driver.KernelModules, ma string) (out []*knownDriver, matches map[string]driver.Alias) {
+	matches = map[string]driver.Alias{}
+	if ma != "" {
+		for _, a := range k.Match(ma) {
+			if kd, ok := lookupDriver(a.Module); ok {
+				if _, seen := matches[kd.Name]; !seen {
+					matches[kd.Name] = a
+				}
+			}
+		}
+	}
+	add := func(kd *knownDriver) {
+		if !slices.Contains(out, kd) {
+			out = append(out, kd)
+		}
+	}
+	for i := range knownDrivers {
+		if kd := &knownDrivers[i]; kd.Native && kd.drives(d) {
+			if _, ok := matches[kd.Name]; ok {
+				add(kd)
+			}
+		}
+	}
+	for i := range knownDrivers {
+		if kd := &knownDrivers[i]; kd.Native && kd.drives(d) {
+			add(kd)
+		}
+	}
+	if len(out) == 0 {
+		for i := range knownDrivers {
+			if kd := &knownDrivers[i]; kd.drives(d) {
+				if _, ok := matches[kd.Name]; ok {
+					add(kd)
+				}
+			}
+		}
+	}
+	return out, matches
+}
+
+// aliasPath is the file an alias was read from.
+func aliasPath(k *driver.KernelModules, a driver.Alias) string {
+	for _, b := range k.BuiltinAliases {
+		if b == a {
+			return k.BuiltinAliasRead.Path
+		}
+	}
+	return k.AliasRead.Path
+}
+
+func vendorString(d *pci.Device) string {
+	if d.Has(pci.HasVendor) {
+		return fmt.Sprintf("%04x", d.Vendor)
+	}
+	return "unknown"
+}
+
+// boundFailed: the driver is loaded or built in and the device is still
+// unbound. In the order that decides: nomodeset keeps a built-in KMS
+// driver from registering; the device's driver_override names another
+// driver (the kernel then lets no other bind it, drivers/pci/pci-driver.c
+// pci_match_device); the kernel log holds the driver's failed probe of
+// it; the driver does not list the device; or it has not claimed it, for
+// no reason the root shows.
+func (e *Env) boundFailed(d *pci.Device, drv *knownDriver, k *driver.KernelModules, av aliasVerdict, builtin, loaded bool, unread *[]string) []cause {
+	bdf := d.Address.String()
+	var out []cause
+	if builtin {
+		if c, ok := modesetCause(drv, k, bdf); ok {
+			out = append(out, c)
+		}
+	}
+	state := "loaded"
+	if builtin {
+		state = "built into the kernel"
+	}
+	ovPath := path.Join(d.Path, "driver_override")
+	switch ov, err := driver.ReadDriverOverride(e.Root, d.Path); {
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		*unread = append(*unread, ovPath+": "+err.Error())
+	case err == nil && ov != "" && ov != drv.Name:
+		out = append(out, cause{
+			code:    CodeDriverNotClaimed,
+			summary: fmt.Sprintf("no kernel driver is bound: %s is %s but has not claimed %s: its driver_override names %s", drv.Name, state, bdf, ov),
+			fix: fmt.Sprintf("Clear the override (`echo > /sys/bus/pci/devices/%s/driver_override`), then `echo %s > /sys/bus/pci/drivers_probe`; remove what sets it (a vfio-pci or driverctl configuration) so that it stays clear.",
+				bdf, bdf),
+			ev: []report.Evidence{Ev(ovPath, ov+": only "+ov+" may bind the device")},
+		})
+	}
+	lines, logs := e.probeLines(bdf, drv.Name)
+	var failed *driver.ProbeLine
+	var lineEv []report.Evidence
+	for i, l := range lines {
+		if l.Error != "" {
+			failed = &lines[i]
+		}
+		lineEv = append(lineEv, Ev(l.File, fmt.Sprintf("line %d: %s", l.Line, l.Text)))
+	}
+	var read []string
+	for _, l := range logs {
+		switch {
+		case l.Err == nil:
+			read = append(read, l.Path)
+		case !errors.Is(l.Err, fs.ErrNotExist):
+			*unread = append(*unread, "the kernel log "+l.Path+": "+l.Err.Error())
+		}
+	}
+	if failed != nil {
+		out = append(out, cause{
+			code:    CodeDriverProbeFailed,
+			summary: fmt.Sprintf("no kernel driver is bound: %s is %s, but its probe of %s failed with error %s (%s line %d)", drv.Name, state, bdf, failed.Error, failed.File, failed.Line),
+			fix: fmt.Sprintf("Read %s's messages before that line (`dmesg | grep -i -e %s -e %s`): they say why the probe failed (error -2 is usually missing firmware under /lib/firmware, -19 or -22 a device or setting the driver refuses). Fix that, then bind it again: `echo %s > /sys/bus/pci/drivers/%s/bind`, or reload the module.",
+				drv.Name, drv.Name, bdf, bdf, drv.Name),
+			ev: lineEv,
+		})
+	}
+	if av == aliasNone {
+		out = append(out, cause{
+			code:    CodeDriverDeviceUnsupported,
+			summary: fmt.Sprintf("no kernel driver is bound: the %s that is %s does not list %s among the devices it drives (no alias of it matches the device)", drv.Name, state, d.IDString()),
+			fix:     fmt.Sprintf("Install a release of %s that supports %s (%s) and load it; `modinfo %s | grep alias` lists the devices the installed one drives.", drv.Name, d.IDString(), drv.install(k.Release), drv.Name),
+			ev:      []report.Evidence{Ev(k.AliasRead.Path, "no alias of "+drv.Name+" matches the device")},
+		})
+	}
+	if len(out) > 0 {
+		return out
+	}
+	switch {
+	case len(lines) > 0: // the driver's own lines, no probe error
+	case len(read) > 0:
+		lineEv = append(lineEv, Ev("", "no probe error for "+bdf+" in "+strings.Join(read, ", ")))
+	default:
+		lineEv = append(lineEv, Ev("", "no kernel log under this root ("+strings.Join(driver.KernelLogPaths, ", ")+"): probe errors could not be looked for"))
+	}
+	return []cause{{
+		code:    CodeDriverNotClaimed,
+		summary: fmt.Sprintf("no kernel driver is bound: %s is %s but has not claimed %s", drv.Name, state, bdf),
+		fix: fmt.Sprintf("Ask the kernel to bind it (`echo %s > /sys/bus/pci/drivers/%s/bind`) and read `dmesg | grep %s` for why it does not: the kernel log on the host shows probe errors the files read here may not hold.",
+			bdf, drv.Name, bdf),
+		ev: lineEv,
+	}}
+}
+
+// probeLines looks for the driver's probe errors about bdf in every
+// kernel log file the root has.
+func (e *Env) probeLines(bdf, drv string) ([]driver.ProbeLine, []driver.Read) {
+	var lines []driver.ProbeLine
+	var reads []driver.Read
+	for _, p := range driver.KernelLogPaths {
+		b, err := e.kernelLog(p)
+		reads = append(reads, driver.Read{Path: p, Err: err})
+		if err == nil {
+			lines = append(lines, driver.FindProbeLines(b, p, bdf, drv, 3)...)
+		}
+	}
+	return lines, reads
+}
+
+// modesetCause: the command line keeps a KMS driver from loading:
+// <driver>.modeset=0, or nomodeset without <driver>.modeset=1.
+func modesetCause(drv *knownDriver, k *driver.KernelModules, bdf string) (cause, bool) {
+	if !drv.KMS || k.CmdlineRead.Err != nil {
+		return cause{}, false
+	}
+	ms, hasMS := k.Param(drv.Name + ".modeset")
+	if drv.ModesetParam && hasMS && ms.Value == "0" {
+		return cause{
+			code:    CodeDriverNomodeset,
+			summary: fmt.Sprintf("no kernel driver is bound: %s on the kernel command line keeps %s from loading", ms.Raw, drv.Name),
+			fix:     fmt.Sprintf("Remove %s from the kernel command line (GRUB_CMDLINE_LINUX in /etc/default/grub, then `update-grub` or `grub2-mkconfig -o /boot/grub2/grub.cfg`; or `grubby --update-kernel=ALL --remove-args=%s`) and reboot; %s then loads and binds %s.", ms.Raw, ms.Raw, drv.Name, bdf),
+			ev:      []report.Evidence{Ev(driver.CmdlinePath, ms.Raw)},
+		}, true
+	}
+	nm, ok := k.Param("nomodeset")
+	if !ok || (drv.ModesetParam && hasMS && ms.Value == "1") {
+		return cause{}, false
+	}
+	return cause{
+		code:    CodeDriverNomodeset,
+		summary: fmt.Sprintf("no kernel driver is bound: the kernel runs with nomodeset, under which %s does not load", drv.Name),
+		fix:     fmt.Sprintf("Remove nomodeset from the kernel command line (GRUB_CMDLINE_LINUX in /etc/default/grub, then `update-grub` or `grub2-mkconfig -o /boot/grub2/grub.cfg`; or `grubby --update-kernel=ALL --remove-args=nomodeset`) and reboot; %s then loads and binds %s.", drv.Name, bdf),
+		ev:      []report.Evidence{Ev(driver.CmdlinePath, nm.Raw+": only firmware framebuffer drivers may run (drivers/gpu/drm/drm_nomodeset.c)")},
+	}, true
+}
+
+// notLoaded: the driver is neither loaded nor built in: not installed
+// for the running kernel, not listing the device, refused, stopped by
+// nomodeset, or unsigned where only signed modules load. installed says
+// whether its module file was found for the running kernel.
+func (e *Env) notLoaded(d *pci.Device, drv *knownDriver, k *driver.KernelModules, av aliasVerdict, mf driver.ModuleFile, unread *[]string) (out []cause, installed bool) {
+	bdf := d.Address.String()
+	rel := k.Release
+	install := fmt.Sprintf("Install %s for kernel %s (`uname -r`), then `modprobe %s`.", drv.install(rel), orUnknown(rel), drv.Name)
+	switch {
+	case av == aliasNone && mf.InDep && mf.Exists:
+		out = append(out, cause{
+			code:    CodeDriverDeviceUnsupported,
+			summary: fmt.Sprintf("no kernel driver is bound: the installed %s does not list %s among the devices it drives (no alias of it matches)", drv.Name, d.IDString()),
+			fix:     fmt.Sprintf("Install a release of %s that supports %s (%s), then `modprobe %s`; `modinfo %s | grep alias` lists the devices the installed one drives.", drv.Name, d.IDString(), drv.install(k.Release), drv.Name, drv.Name),
+			ev:      []report.Evidence{Ev(k.DepRead.Path, fmt.Sprintf("line %d: %s", mf.Dep.Line, mf.Dep.Path))},
+		})
+		installed = true
+	case av == aliasNone && k.DepRead.Err == nil && !mf.InDep:
+		out = append(out, cause{
+			code:    CodeDriverModuleNotInstalled,
+			summary: fmt.Sprintf("no kernel driver is bound: %s is not installed for kernel %s", drv.Name, rel),
+			fix:     install,
+			ev:      []report.Evidence{Ev(k.DepRead.Path, "no line for "+drv.Name)},
+		})
+	case av == aliasMatches && k.DepRead.Err == nil && !mf.InDep && mf.BuiltinLine == 0:
+		out = append(out, cause{
+			code:    CodeDriverModuleNotInstalled,
+			summary: fmt.Sprintf("no kernel driver is bound: modules.alias names %s, but modules.dep has no file for it (kernel %s)", drv.Name, rel),
+			fix:     install + " If the module is there, `depmod -a " + rel + "` rebuilds modules.dep.",
+			ev:      []report.Evidence{Ev(k.DepRead.Path, "no line for "+drv.Name)},
+		})
+	case mf.InDep && !mf.Exists && mf.StatErr == nil:
+		out = append(out, cause{
+			code:    CodeDriverModuleNotInstalled,
+			summary: fmt.Sprintf("no kernel driver is bound: modules.dep names %s for %s, and the file is absent", mf.Dep.Path, drv.Name),
+			fix:     install + " (its package was removed or its DKMS build for this kernel failed: `dkms status`).",
+			ev:      []report.Evidence{Ev(k.DepRead.Path, fmt.Sprintf("line %d: %s", mf.Dep.Line, mf.Dep.Path)), Ev(mf.Path, "absent")},
+		})
+	case mf.InDep && mf.Exists:
+		installed = true
+	case mf.InDep:
+		*unread = append(*unread, "whether "+mf.Path+" is installed: "+mf.StatErr.Error())
+	default:
+		if k.DepRead.Err != nil && !errors.Is(k.DepRead.Err, driver.ErrNoRelease) {
+			*unread = append(*unread, "modules.dep: "+e.withGap(k.DepRead.Err))
+		}
+	}
+	for _, r := range k.Refusals(driver.ModuleName(drv.Name)) {
+		where, text := r.Where(), r.Text()
+		c := cause{code: CodeDriverModuleBlacklisted, ev: []report.Evidence{Ev(refusalPath(r), refusalValue(r))}}
+		switch {
+		case r.Rule != nil && r.Rule.Kind == driver.RuleInstall:
+			c.summary = fmt.Sprintf("no kernel driver is bound: modprobe runs `%s` instead of loading %s (%s)", r.Rule.Command, drv.Name, where)
+			c.fix = fmt.Sprintf("Remove `%s` from %s, rebuild the initramfs (`update-initramfs -u` or `dracut -f`), then `modprobe %s` (or reboot).", text, where, drv.Name)
+		case r.Rule != nil:
+			c.summary = fmt.Sprintf("no kernel driver is bound: %s is blacklisted (%s: %s)", drv.Name, where, text)
+			c.fix = fmt.Sprintf("Remove `%s` from %s, rebuild the initramfs (`update-initramfs -u` or `dracut -f`), then `modprobe %s` (or reboot).", text, where, drv.Name)
+		default:
+			c.summary = fmt.Sprintf("no kernel driver is bound: %s on the kernel command line keeps %s from loading", text, drv.Name)
+			c.fix = fmt.Sprintf("Remove %s from the kernel command line (GRUB_CMDLINE_LINUX in /etc/default/grub, then `update-grub` or `grub2-mkconfig -o /boot/grub2/grub.cfg`; or `grubby --update-kernel=ALL --remove-args=%s`) and reboot.", text, text)
+		}
+		out = append(out, c)
+	}
+	for _, err := range k.ModprobeErrs {
+		*unread = append(*unread, "modprobe configuration: "+err.Error())
+	}
+	note := func(r driver.Read, what string) {
+		if r.Err != nil {
+			*unread = append(*unread, what+": "+e.withGap(r.Err))
+		}
+	}
+	note(k.CmdlineRead, "the kernel command line")
+	if c, ok := modesetCause(drv, k, bdf); ok {
+		out = append(out, c)
+	}
+	if installed && len(out) == 0 {
+		if c, ok := e.unsignedCause(drv, k, mf, unread); ok {
+			out = append(out, c)
+		}
+	}
+	if installed && len(out) > 0 && out[0].code != CodeDriverDeviceUnsupported {
+		// Where the module is installed, ahead of what keeps it out.
+		out[0].ev = append([]report.Evidence{Ev(k.DepRead.Path, fmt.Sprintf("line %d: %s", mf.Dep.Line, mf.Dep.Path))}, out[0].ev...)
+	}
+	return out, installed
+}
+
+func refusalPath(r driver.Refusal) string {
+	if r.Rule != nil {
+		return r.Rule.File
+	}
+	return driver.CmdlinePath
+}
+
+func refusalValue(r driver.Refusal) string {
+	if r.Rule != nil {
+		return fmt.Sprintf("line %d: %s", r.Rule.Line, r.Rule.Text)
+	}
+	if r.Kernel {
+		return r.Param.Raw + ": the kernel refuses to load it (kernel/module/main.c)"
+	}
+	return r.Param.Raw + ": modprobe treats it as blacklisted"
+}
+
+// unsignedCause: the kernel loads only signed modules and the installed
+// module file carries no signature.
+func (e *Env) unsignedCause(drv *knownDriver, k *driver.KernelModules, mf driver.ModuleFile, unread *[]string) (cause, bool) {
+	req, known, src, why := k.Enforcement()
+	if !req {
+		if !known {
+			*unread = append(*unread, "whether the kernel loads only signed modules: "+why)
+		}
+		return cause{}, false
+	}
+	signed, err := driver.ReadModuleSignature(e.Root, mf.Path)
+	switch {
+	case err != nil:
+		*unread = append(*unread, fmt.Sprintf("whether %s is signed (%s requires it): %s", mf.Path, why, e.withGap(err)))
+		return cause{}, false
+	case signed:
+		*unread = append(*unread, fmt.Sprintf("%s is signed, and %s; whether the kernel trusts its key is not readable here (`mokutil --list-enrolled`, `keyctl list %%:.platform`)", mf.Path, why))
+		return cause{}, false
+	}
+	return cause{
+		code:    CodeDriverModuleUnsigned,
+		summary: fmt.Sprintf("no kernel driver is bound: %s (%s) carries no signature, and the kernel loads only signed modules (%s)", drv.Name, mf.Dep.Path, why),
+		fix: fmt.Sprintf("Sign %s with a key the kernel trusts and load it: a DKMS build signs with its MOK key (`mokutil --import /var/lib/dkms/mok.pub`, reboot and enrol it in the MOK manager, then `dkms autoinstall`), or install a build of %s signed by the distribution; then `modprobe %s`.",
+			mf.Path, drv.Name, drv.Name),
+		ev: []report.Evidence{Ev(mf.Path, "no \"~Module signature appended~\" trailer (include/linux/module_signature.h)"), Ev(src, why)},
+	}, true
 }

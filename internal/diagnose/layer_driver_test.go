@@ -91,13 +91,14 @@ func TestDriverLayer(t *testing.T) {
 		},
 	}, {
 		// A host shows driver links (its root port binds pcieport): the
-		// GPU without one is unbound.
+		// GPU without one is unbound, while nvidia.ko is loaded and no
+		// kernel log says more.
 		name: "no driver",
 		change: func(tr *l23Tree) {
 			delete(tr.links, "/sys/devices/pci0000:00/0000:17:00.0/driver")
 			tr.pciDev("0000:00:01.0", "0x8086", "0x347a", "0x060400", "pcieport")
 		},
-		want: []string{"driver.bound DRIVER_NONE FAIL 0000:17:00.0"},
+		want: []string{"driver.bound DRIVER_NOT_CLAIMED FAIL 0000:17:00.0"},
 	}, {
 		// A capture that kept no driver links at all says nothing about
 		// the binding: NOT_RUN, not FAIL.

@@ -5,7 +5,15 @@
 // (/proc/driver/nvidia/version and /proc/driver/nvidia/gpus/<BDF>/information),
 // and the user-space libraries (libcuda, libnvidia-ml) that must match the
 // kernel module, found through the root's /etc/ld.so.cache or by scanning
-// the usual library directories.
+// the usual library directories. For a device no driver is bound to, it
+// reads what says why (kmod.go): the running kernel's release
+// (/proc/sys/kernel/osrelease), its modules.alias, modules.builtin.alias,
+// modules.dep and modules.builtin under /lib/modules/<release>, the
+// blacklist and install commands of every modprobe.d file kmod reads, the
+// kernel command line's blacklists and nomodeset, the lockdown state and
+// module.sig_enforce, a module file's signature trailer, the device's
+// modalias and driver_override, and the kernel log files a host keeps
+// under /var/log (a snapshot keeps only their probe and NVRM lines).
 //
 // Every reader takes a *hostfs.Root; parsers take bytes and touch nothing.
 // The sysfs "driver" link of a PCI function is the pci package's to read;
