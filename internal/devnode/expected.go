@@ -140,10 +140,14 @@ func Expected(root *hostfs.Root, devs []Device) *Expectation {
 		x.ProcDevicesErr = ErrNoDevices
 	}
 	byPath := map[string]*ExpectedNode{}
+	// subjects is each node's Subjects as a set: a shared node
+	// (nvidiactl, kfd, vfio) is added once per device.
+	subjects := map[string]map[string]bool{}
 	add := func(bdf string, n ExpectedNode) {
 		x.Covered[bdf] = true
 		if old, ok := byPath[n.Path]; ok {
-			if !contains(old.Subjects, bdf) {
+			if !subjects[n.Path][bdf] {
+				subjects[n.Path][bdf] = true
 				old.Subjects = append(old.Subjects, bdf)
 			}
 			old.Required = old.Required || n.Required
@@ -152,8 +156,13 @@ func Expected(root *hostfs.Root, devs []Device) *Expectation {
 		n.Type = hostfs.TypeChar
 		n.Subjects = []string{bdf}
 		byPath[n.Path] = &n
+		subjects[n.Path] = map[string]bool{bdf: true}
 	}
 	fail := func(bdf string, err error) { x.Errors = append(x.Errors, DeviceError{Address: bdf, Err: err}) }
+	// The class directories are listed, and their entries resolved, once
+	// for all devices.
+	accel := &classDir{class: "accel"}
+	video := &classDir{class: "video4linux"}
 
 	for _, d := range devs {
 		sys := d.SysfsPath
@@ -175,9 +184,9 @@ func Expected(root *hostfs.Root, devs []Device) *Expectation {
 			x.vfio(root, d, sys, add, fail)
 		}
 		drmNodes(root, d, sys, add, fail)
-		classNodes(root, d, sys, "accel", "/dev/accel", KindAccel,
+		classNodes(root, d, sys, accel, "/dev/accel", KindAccel,
 			"the kernel's compute accelerator subsystem (drivers/accel) exposes this device through this node", add, fail)
-		classNodes(root, d, sys, "video4linux", "/dev", KindVideo,
+		classNodes(root, d, sys, video, "/dev", KindVideo,
 			"the driver registered this device with V4L2 (drivers/media/v4l2-core/v4l2-dev.c); video applications open this node", add, fail)
 	}
 	for _, n := range byPath {
@@ -186,15 +195,6 @@ func Expected(root *hostfs.Root, devs []Device) *Expectation {
 	}
 	sort.Slice(x.Nodes, func(i, j int) bool { return x.Nodes[i].Path < x.Nodes[j].Path })
 	return x
-}
-
-func contains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 type addFn func(bdf string, n ExpectedNode)
@@ -546,25 +546,55 @@ func drmNodes(root *hostfs.Root, d Device, sys string, add addFn, fail failFn) {
 	}
 }
 
-// classNodes expects /dev/<...>/<name> for each entry of /sys/class/<class>
-// whose "device" link resolves to the PCI device (or a child of it).
-func classNodes(root *hostfs.Root, d Device, sys, class, devDir, kind, why string, add addFn, fail failFn) {
-	dir := path.Join("/sys/class", class)
-	names, err := root.ReadDir(dir)
-	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			fail(d.Address, err)
-		}
+// classDir is a /sys/class/<class> directory read once: its listing (or
+// why it could not be listed), and each entry's resolved "device" link
+// indexed by that path and every directory above it, so that a device
+// finds the entries that belong to it (or to a child of it) in a lookup.
+type classDir struct {
+	class   string
+	read    bool
+	err     error
+	byAbove map[string][]string // resolved device path or an ancestor -> entry names, in listing order
+}
+
+func (c *classDir) load(root *hostfs.Root) {
+	if c.read {
 		return
 	}
+	c.read = true
+	dir := path.Join("/sys/class", c.class)
+	names, err := root.ReadDir(dir)
+	if err != nil {
+		c.err = err
+		return
+	}
+	c.byAbove = map[string][]string{}
 	for _, nm := range names {
 		dev, err := root.Resolve(path.Join(dir, nm, "device"))
 		if err != nil {
 			continue // virtual class devices have no device link
 		}
-		if dev != sys && !strings.HasPrefix(dev, sys+"/") {
-			continue
+		// The device itself and every directory above it but "/" (a
+		// device at "/" owns what resolves to "/" only).
+		c.byAbove[dev] = append(c.byAbove[dev], nm)
+		for p := path.Dir(dev); p != "/" && p != "." && p != dev; p = path.Dir(p) {
+			c.byAbove[p] = append(c.byAbove[p], nm)
 		}
+	}
+}
+
+// classNodes expects /dev/<...>/<name> for each entry of /sys/class/<class>
+// whose "device" link resolves to the PCI device (or a child of it).
+func classNodes(root *hostfs.Root, d Device, sys string, c *classDir, devDir, kind, why string, add addFn, fail failFn) {
+	c.load(root)
+	if c.err != nil {
+		if !errors.Is(c.err, fs.ErrNotExist) {
+			fail(d.Address, c.err)
+		}
+		return
+	}
+	dir := path.Join("/sys/class", c.class)
+	for _, nm := range c.byAbove[sys] {
 		n := ExpectedNode{Path: path.Join(devDir, nm), Kind: kind, Required: true, Why: why}
 		if maj, min, src, ok := sysfsDev(root, path.Join(dir, nm, "dev")); ok {
 			n.Major, n.Minor, n.DevKnown, n.DevSource = maj, min, true, src

@@ -294,3 +294,67 @@ func TestNodesOfForm(t *testing.T) {
 		}
 	}
 }
+
+// The class directories are read once for all devices, and each device
+// still gets exactly the entries whose device link resolves to it or to
+// a child of it: a V4L2 node two levels below the PCI function is that
+// function's, a sibling's node is the sibling's, a virtual entry (no
+// device link) is nobody's. A class directory that cannot be listed is
+// an error of every device that needed it.
+func TestExpectedClassNodesPerDevice(t *testing.T) {
+	const (
+		capA = "/sys/devices/pci0000:00/0000:c0:00.0"
+		capB = "/sys/devices/pci0000:00/0000:c1:00.0"
+	)
+	dir := tree(t, map[string]string{
+		"/proc/devices":                               "Character devices:\n 81 video4linux\n261 accel\n",
+		capA + "/vendor":                              "0x1d0f\n",
+		capA + "/media0/video4linux/video0/dev":       "81:0\n",
+		capA + "/media0/video4linux/video1/dev":       "81:1\n",
+		capB + "/video4linux/video2/dev":              "81:2\n",
+		"/sys/devices/virtual/video4linux/video9/dev": "81:9\n",
+		capB + "/accel/accel3/dev":                    "261:3\n",
+	}, map[string]string{
+		"/sys/class/video4linux/video0":            "../../devices/pci0000:00/0000:c0:00.0/media0/video4linux/video0",
+		capA + "/media0/video4linux/video0/device": "../..",
+		"/sys/class/video4linux/video1":            "../../devices/pci0000:00/0000:c0:00.0/media0/video4linux/video1",
+		capA + "/media0/video4linux/video1/device": "../../..",
+		"/sys/class/video4linux/video2":            "../../devices/pci0000:00/0000:c1:00.0/video4linux/video2",
+		capB + "/video4linux/video2/device":        "../../../0000:c1:00.0",
+		"/sys/class/video4linux/video9":            "../../devices/virtual/video4linux/video9",
+		"/sys/class/accel/accel3":                  "../../devices/pci0000:00/0000:c1:00.0/accel/accel3",
+		capB + "/accel/accel3/device":              "../..",
+	}, "")
+	devs := []Device{
+		{Address: "0000:c0:00.0", Vendor: 0x1d0f, Driver: "capture", SysfsPath: capA},
+		{Address: "0000:c1:00.0", Vendor: 0x1d0f, Driver: "capture", SysfsPath: capB},
+	}
+	x := Expected(hostfs.MustNew(dir), devs)
+	got := map[string]string{}
+	for _, n := range x.Nodes {
+		got[n.Path] = strings.Join(n.Subjects, ",") + " " + n.Dev()
+	}
+	want := map[string]string{
+		"/dev/video0":       "0000:c0:00.0 81:0",
+		"/dev/video1":       "0000:c0:00.0 81:1",
+		"/dev/video2":       "0000:c1:00.0 81:2",
+		"/dev/accel/accel3": "0000:c1:00.0 261:3",
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("nodes (-want +got):\n%s", d)
+	}
+	if len(x.Errors) != 0 {
+		t.Errorf("Errors = %v", x.Errors)
+	}
+
+	// /sys/class/accel a file: listing it fails, for each device.
+	dir = tree(t, map[string]string{"/sys/class/accel": "not a directory\n", capA + "/vendor": "0x1d0f\n", capB + "/vendor": "0x1d0f\n"}, nil, "")
+	x = Expected(hostfs.MustNew(dir), devs)
+	var failed []string
+	for _, e := range x.Errors {
+		failed = append(failed, e.Address)
+	}
+	if d := cmp.Diff([]string{"0000:c0:00.0", "0000:c1:00.0"}, failed); d != "" {
+		t.Errorf("devices with an error (-want +got):\n%s", d)
+	}
+}

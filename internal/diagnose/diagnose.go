@@ -63,6 +63,13 @@ type Env struct {
 	memo     map[string]*memoEntry
 	devices  []report.Device
 	findings []report.Finding
+	// deviceAt is the index in devices of each device ID, and
+	// bySubject the indices in findings of each subject's findings, in
+	// order: checks ask about one device or subject at a time, and a
+	// scan of every device or finding for each would grow with the
+	// square of the machine.
+	deviceAt  map[string]int
+	bySubject map[string][]int
 }
 
 // memoEntry is one reader's result. done is closed when v and err are
@@ -101,7 +108,7 @@ func NewEnv(root *hostfs.Root, opts Options) *Env {
 		}
 	}
 	opts.Devices = devs
-	return &Env{Root: root, Opts: opts, memo: map[string]*memoEntry{}}
+	return &Env{Root: root, Opts: opts, memo: map[string]*memoEntry{}, deviceAt: map[string]int{}, bySubject: map[string][]int{}}
 }
 
 // memo runs fn once per key and env; readers are called through it so that
@@ -161,12 +168,14 @@ func (e *Env) memoDone(key string) (v any, ran bool, err error) {
 func (e *Env) AddDevice(d report.Device) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for i := range e.devices {
-		if e.devices[i].ID == d.ID {
-			e.devices[i] = d
-			return
-		}
+	if i, ok := e.deviceAt[d.ID]; ok {
+		e.devices[i] = d
+		return
 	}
+	if e.deviceAt == nil { // an Env not made by NewEnv
+		e.deviceAt = map[string]int{}
+	}
+	e.deviceAt[d.ID] = len(e.devices)
 	e.devices = append(e.devices, d)
 }
 
@@ -175,10 +184,8 @@ func (e *Env) AddDevice(d report.Device) {
 func (e *Env) AddDeviceNode(id, node string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for i := range e.devices {
-		if e.devices[i].ID == id && !slices.Contains(e.devices[i].Nodes, node) {
-			e.devices[i].Nodes = append(e.devices[i].Nodes, node)
-		}
+	if i, ok := e.deviceAt[id]; ok && !slices.Contains(e.devices[i].Nodes, node) {
+		e.devices[i].Nodes = append(e.devices[i].Nodes, node)
 	}
 }
 
@@ -195,14 +202,31 @@ func (e *Env) restricted() bool { return len(e.Opts.Devices) > 0 || e.Opts.Devic
 // l, so that later layers can say NOT_RUN "earlier layer failed" instead of
 // piling consequences on one cause.
 func (e *Env) FailedBelow(subject string, l report.Layer) (report.Finding, bool) {
+	return e.firstBelow(subject, l, report.Fail)
+}
+
+// firstBelow returns the first finding recorded for subject at a layer
+// below l with status st.
+func (e *Env) firstBelow(subject string, l report.Layer, st report.Status) (report.Finding, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, f := range e.findings {
-		if f.Subject == subject && f.Layer < l && f.Status == report.Fail {
+	for _, i := range e.bySubject[subject] {
+		if f := e.findings[i]; f.Layer < l && f.Status == st {
 			return f, true
 		}
 	}
 	return report.Finding{}, false
+}
+
+// addFindings records a check's findings (e.mu held).
+func (e *Env) addFindings(fs []report.Finding) {
+	if e.bySubject == nil {
+		e.bySubject = map[string][]int{}
+	}
+	for _, f := range fs {
+		e.bySubject[f.Subject] = append(e.bySubject[f.Subject], len(e.findings))
+		e.findings = append(e.findings, f)
+	}
 }
 
 // Check is one entry of the registry.
@@ -321,7 +345,7 @@ func Run(e *Env, checks []Check, meta Meta) *report.Report {
 		}
 		fs := runOne(e, c)
 		e.mu.Lock()
-		e.findings = append(e.findings, fs...)
+		e.addFindings(fs)
 		e.mu.Unlock()
 	}
 	e.mu.Lock()

@@ -143,14 +143,7 @@ func dialWhy(d kubelet.Dial, replayed bool) report.Why {
 // notRunBelow returns the first NOT_RUN recorded for subject at a layer
 // below l: what kept that layer from looking keeps this one too.
 func (e *Env) notRunBelow(subject string, l report.Layer) (report.Finding, bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for _, f := range e.findings {
-		if f.Subject == subject && f.Layer < l && f.Status == report.NotRun {
-			return f, true
-		}
-	}
-	return report.Finding{}, false
+	return e.firstBelow(subject, l, report.NotRun)
 }
 
 // inherit is the why of a check that cannot look for what kept the

@@ -34,7 +34,7 @@ const maxManifestEntries = 1 << 16
 // regular file), major:minor for c and b, the octal permission bits and
 // uid:gid; a symlink has its target instead. '#' starts a comment.
 func ParseManifest(r io.Reader) (*Manifest, error) {
-	m := &Manifest{entries: map[string]Node{}}
+	m := NewManifest()
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), 64*1024)
 	ln := 0
@@ -54,7 +54,7 @@ func ParseManifest(r io.Reader) (*Manifest, error) {
 		if len(m.entries) >= maxManifestEntries {
 			return nil, fmt.Errorf("manifest line %d: more than %d entries", ln, maxManifestEntries)
 		}
-		m.entries[n.Path] = n
+		m.put(n)
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("manifest: %w", err)
@@ -157,19 +157,48 @@ func ParseMajorMinor(s string) (uint32, uint32, error) {
 // them) of a tree that cannot hold real ones.
 type Manifest struct {
 	entries map[string]Node
+	// children indexes the entries' paths by parent directory
+	// (path.Dir), so that a listing costs what the directory holds, not
+	// what the whole manifest does: every ReadDir asks.
+	children map[string]map[string]struct{}
 }
 
 // NewManifest returns an empty manifest.
-func NewManifest() *Manifest { return &Manifest{entries: map[string]Node{}} }
+func NewManifest() *Manifest {
+	return &Manifest{entries: map[string]Node{}, children: map[string]map[string]struct{}{}}
+}
 
 // Add puts n in the manifest, replacing an entry with the same path.
 func (m *Manifest) Add(n Node) {
 	n.FromManifest = true
+	m.put(n)
+}
+
+func (m *Manifest) put(n Node) {
 	m.entries[n.Path] = n
+	dir := path.Dir(n.Path)
+	c := m.children[dir]
+	if c == nil {
+		c = map[string]struct{}{}
+		m.children[dir] = c
+	}
+	c[n.Path] = struct{}{}
 }
 
 // Remove drops the entry for p, if any.
-func (m *Manifest) Remove(p string) { delete(m.entries, p) }
+func (m *Manifest) Remove(p string) {
+	if _, ok := m.entries[p]; !ok {
+		return
+	}
+	delete(m.entries, p)
+	dir := path.Dir(p)
+	if c := m.children[dir]; c != nil {
+		delete(c, p)
+		if len(c) == 0 {
+			delete(m.children, dir)
+		}
+	}
+}
 
 // Lookup returns the entry for the host path p.
 func (m *Manifest) Lookup(p string) (Node, bool) {
@@ -180,16 +209,18 @@ func (m *Manifest) Lookup(p string) (Node, bool) {
 	return n, ok
 }
 
-// Children lists the names of the entries directly under dir.
+// Children lists the names of the entries directly under dir, sorted.
 func (m *Manifest) Children(dir string) []string {
 	if m == nil {
 		return nil
 	}
-	var out []string
-	for p := range m.entries {
-		if path.Dir(p) == dir {
-			out = append(out, path.Base(p))
-		}
+	c := m.children[dir]
+	if len(c) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(c))
+	for p := range c {
+		out = append(out, path.Base(p))
 	}
 	sort.Strings(out)
 	return out

@@ -208,6 +208,39 @@ func TestManifestRoundTrip(t *testing.T) {
 	}
 }
 
+// Children lists a directory's entries, sorted, from a parsed manifest
+// and after Add and Remove: the index by directory follows every change,
+// and a directory whose last entry went lists nothing.
+func TestManifestChildren(t *testing.T) {
+	m, err := ParseManifest(strings.NewReader("/dev/nvidia1 c 195:1 0666 0:0\n/dev/dri d 0755 0:0\n/dev/dri/renderD128 c 226:128 0666 0:0\n/dev/nvidia0 c 195:0 0666 0:0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(when, dir string, want []string) {
+		t.Helper()
+		if d := cmp.Diff(want, m.Children(dir)); d != "" {
+			t.Errorf("%s: Children(%s) (-want +got):\n%s", when, dir, d)
+		}
+	}
+	check("parsed", "/dev", []string{"dri", "nvidia0", "nvidia1"})
+	check("parsed", "/dev/dri", []string{"renderD128"})
+	check("parsed", "/dev/vfio", nil)
+	m.Add(Node{Path: "/dev/vfio/vfio", Type: TypeChar, Major: 10, Minor: 196, Mode: 0o666})
+	m.Add(Node{Path: "/dev/nvidia0", Type: TypeChar, Major: 195, Mode: 0o600}) // replaces
+	m.Remove("/dev/dri/renderD128")
+	m.Remove("/dev/absent")
+	check("changed", "/dev", []string{"dri", "nvidia0", "nvidia1"})
+	check("changed", "/dev/vfio", []string{"vfio"})
+	check("changed", "/dev/dri", nil)
+	if n, _ := m.Lookup("/dev/nvidia0"); n.Mode != 0o600 {
+		t.Errorf("replaced entry: %+v", n)
+	}
+	var nilManifest *Manifest
+	if c := nilManifest.Children("/dev"); c != nil {
+		t.Errorf("nil manifest: %v", c)
+	}
+}
+
 func FuzzParseManifest(f *testing.F) {
 	f.Add("/dev/a c 1:3 0666 0:0\n/dev/l l ../a\n")
 	f.Add("# x\n/dev/d d 0755 0:0\n")
