@@ -31,7 +31,7 @@ var allowed = map[string][]string{
 	"probe":   {"hostfs", "helper"},
 	"runtime": {"hostfs"},
 	"cdi":     {"hostfs", "runtime", "lazyre"},
-	"iommu":   {"hostfs", "pci", "runtime"},
+	"iommu":   {"hostfs", "pci", "runtime", "driver"},
 	"kubelet": {"hostfs", "pci", "driver", "lazyre", "kubeletrpc"},            // the node's kubelet state, read-only
 	"dra":     {"hostfs", "kubelet", "cdi", "driver", "lazyre", "kubeletrpc"}, // the node's DRA state, read-only
 	// kubeletrpc: layer 6's calls on the kubelet's sockets (types, and the

@@ -160,18 +160,7 @@ func (e *Env) judgeDRARuntime(out *Out, rc *dra.RuntimeCDI) {
 		return
 	}
 	for _, drv := range rc.Drivers {
-		answers := make([]dra.Serving, len(rc.Runtimes))
-		cannot := 0
-		for i, rt := range rc.Runtimes {
-			answers[i] = rc.Serve(rt, drv)
-			if a := answers[i].Answer; a == dra.NoCDI || a == dra.TooOld {
-				cannot++
-			}
-		}
-		st := report.Fail
-		if cannot < len(rc.Runtimes) {
-			st = report.Warn
-		}
+		answers, st := serveEach(rc, drv)
 		for i, rt := range rc.Runtimes {
 			a := answers[i]
 			subj := drv + " @ " + rt.Name
@@ -191,6 +180,25 @@ func (e *Env) judgeDRARuntime(out *Out, rc *dra.RuntimeCDI) {
 			}
 		}
 	}
+}
+
+// serveEach is every CRI runtime's answer for consumer, and the status
+// of an answer that cannot serve it: FAIL when no runtime can (whichever
+// the kubelet uses, the devices reach no container), WARN when another
+// can or may.
+func serveEach(rc *dra.RuntimeCDI, consumer string) ([]dra.Serving, report.Status) {
+	answers := make([]dra.Serving, len(rc.Runtimes))
+	cannot := 0
+	for i, rt := range rc.Runtimes {
+		answers[i] = rc.Serve(rt, consumer)
+		if a := answers[i].Answer; a == dra.NoCDI || a == dra.TooOld {
+			cannot++
+		}
+	}
+	if cannot < len(rc.Runtimes) {
+		return answers, report.Warn
+	}
+	return answers, report.Fail
 }
 
 // servingWhy is why a runtime's serving of a driver is not known

@@ -154,19 +154,11 @@ func checkNodeCDI(e *Env, out *Out) {
 		return
 	}
 	for _, c := range consumers {
-		answers := make([]dra.Serving, len(rc.Runtimes))
-		cannot := 0
-		for i, rt := range rc.Runtimes {
-			answers[i] = rc.Serve(rt, c)
-			if a := answers[i].Answer; a == dra.NoCDI || a == dra.TooOld {
-				cannot++
-			}
-		}
 		// FAIL only for what a device plugin hands out, and only when
 		// no CRI runtime on the node can inject it, whichever the
 		// kubelet uses; specs nothing is known to hand out are a WARN.
-		st := report.Fail
-		if cannot < len(rc.Runtimes) || !plugin[c] {
+		answers, st := serveEach(rc, c)
+		if !plugin[c] {
 			st = report.Warn
 		}
 		for i, rt := range rc.Runtimes {

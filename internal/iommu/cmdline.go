@@ -2,6 +2,7 @@ package iommu
 
 import (
 	"fmt"
+	"github.com/accel-doctor/accel-doctor/internal/driver"
 	"strings"
 
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
@@ -88,39 +89,20 @@ func ReadCmdline(root *hostfs.Root) Cmdline {
 	return c
 }
 
-// splitCmdline splits a command line as the kernel's next_arg does:
-// white space separates, double quotes group (and are removed), and "--"
-// ends the kernel's parameters (what follows is init's).
+// splitCmdline splits a command line as the kernel's next_arg does
+// (driver.ParseCmdline: white space separates, double quotes group and
+// are removed, "--" ends the kernel's parameters), keeping each name as
+// written: the handlers here match their names exactly.
 func splitCmdline(s string) []Param {
-	var out []Param
-	i := 0
-	for i < len(s) {
-		for i < len(s) && isSpace(s[i]) {
-			i++
-		}
-		if i >= len(s) {
-			break
-		}
-		var tok strings.Builder
-		quoted := false
-		for ; i < len(s) && (quoted || !isSpace(s[i])); i++ {
-			if s[i] == '"' {
-				quoted = !quoted
-				continue
-			}
-			tok.WriteByte(s[i])
-		}
-		t := tok.String()
-		if t == "--" {
-			break
-		}
-		name, value, has := strings.Cut(t, "=")
-		out = append(out, Param{Name: name, Value: value, HasValue: has})
+	ps := driver.ParseCmdline(s)
+	out := make([]Param, 0, len(ps))
+	for _, p := range ps {
+		name, _, _ := strings.Cut(strings.ReplaceAll(p.Raw, `"`, ""), "=")
+		out = append(out, Param{Name: name, Value: p.Value, HasValue: p.HasValue})
 	}
 	return out
 }
 
-func isSpace(b byte) bool { return b == ' ' || b == '\t' || b == '\n' || b == '\r' }
 
 // options splits a handler's comma-separated value, skipping empty ones
 // as the handlers' strcspn loops do.
