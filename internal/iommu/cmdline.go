@@ -103,7 +103,6 @@ func splitCmdline(s string) []Param {
 	return out
 }
 
-
 // options splits a handler's comma-separated value, skipping empty ones
 // as the handlers' strcspn loops do.
 func options(v string) []string {
