@@ -2,9 +2,9 @@ package iommu
 
 import (
 	"fmt"
-	"github.com/accel-doctor/accel-doctor/internal/driver"
 	"strings"
 
+	"github.com/accel-doctor/accel-doctor/internal/driver"
 	"github.com/accel-doctor/accel-doctor/internal/hostfs"
 )
 
