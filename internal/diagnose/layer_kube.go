@@ -556,12 +556,25 @@ func judgeOrphanResources(out *Out, n *kubelet.Node) {
 	if n.Checkpoint == nil || !n.Checkpoint.ChecksumOK {
 		return
 	}
+	// A socket of unknown resource weakens only what it could change: if
+	// it answers, it may be any resource's plugin, so an orphan is not
+	// known (NOT_RUN naming it); a dead one serves nothing. A resource
+	// PodResources lists allocatable has a live plugin, whatever its
+	// socket is called.
 	have := map[string]bool{}
+	var unknown []string
 	for _, s := range n.Plugins {
-		if s.Resource == "" {
-			return
+		switch {
+		case s.Resource != "":
+			have[s.Resource] = true
+		case s.Dial.OK():
+			unknown = append(unknown, s.Name)
 		}
-		have[s.Resource] = true
+	}
+	for r, ids := range n.PodResources.AllocatableIDs() {
+		if len(ids) > 0 {
+			have[r] = true
+		}
 	}
 	written := Ev(n.CheckpointPath+" (mtime)", n.CheckpointModTime.UTC().Format(time.RFC3339Nano))
 	byRunning := n.Kubelet != nil && !n.CheckpointModTime.IsZero() && n.CheckpointModTime.After(n.Kubelet.ModTime)
@@ -572,6 +585,13 @@ func judgeOrphanResources(out *Out, n *kubelet.Node) {
 		st, who := report.Warn, "a checkpoint older than kubelet.sock"
 		if byRunning {
 			st, who = report.Fail, "the running kubelet's checkpoint"
+		}
+		if len(unknown) > 0 {
+			out.NotRun("KUBELET_RESOURCE_NO_PLUGIN", r, fmt.Sprintf("%s holds %s; whether a plugin serves it is not known", who, r),
+				report.Explain("plugin socket(s) "+strings.Join(unknown, ", ")+" answer and their resource is not known from their names: one may serve "+r,
+					"Ask the kubelet what it serves: `kubectl get node NODE -o jsonpath='{.status.allocatable}'` lists "+r+" while its plugin is registered."),
+				Ev(n.CheckpointPath+" RegisteredDevices["+r+"]", strings.Join(n.Checkpoint.Registered[r], ", ")), written)
+			continue
 		}
 		out.Add("KUBELET_RESOURCE_NO_PLUGIN", st, r,
 			fmt.Sprintf("%s holds %s (%d healthy device(s) at its last write) and no plugin socket serves it", who, r, len(n.Checkpoint.Registered[r])),

@@ -81,7 +81,9 @@ checkpoint was not written since the socket was bound (or is unreadable).`,
 	Status: "FAIL when the running kubelet wrote the checkpoint, WARN otherwise",
 	Title:  "the kubelet holds a resource that no plugin socket serves",
 	Explain: `The checkpoint's RegisteredDevices names the resource, and the device-plugin
-directory has no socket for it (nor any socket whose resource is unknown). A plugin
+directory has no socket for it, and PodResources does not list it allocatable. A socket
+whose resource its name does not tell, if it answers, may be that plugin: then whether one
+serves it is NOT_RUN, naming the socket; a dead one serves nothing. A plugin
 that did not register again after a kubelet restart leaves exactly this: the kubelet
 wiped its socket, restored the resource from the checkpoint with no device, and counts
 capacity 0 and allocatable 0 until it drops the resource 5 minutes later
@@ -235,7 +237,10 @@ GPU, a re-imaged node that kept /var/lib/kubelet), a PCI address or DRM card tha
 When that container restarts, or the kubelet restarts, the device manager finds the
 device not healthy and admission fails: "previously allocated devices are no longer
 healthy; cannot allocate unhealthy devices RESOURCE", shown as UnexpectedAdmissionError.
-IDs the host cannot show (an index, a MIG UUID) are listed as unknown, never as absent.`,
+An ID of a plugin's own naming (an index, "fpga-3") is judged by what the plugin gave
+the container for it alone: the device nodes of its AllocateResponse, which the kubelet
+keeps in the checkpoint; one of them gone from /dev is the device gone. IDs the host cannot
+show otherwise (a MIG UUID, an opaque ID allocated with others) are unknown, never absent.`,
 	Remediation: "Delete the pods that hold the device (`kubectl -n NAMESPACE delete pod POD`), so the kubelet frees the allocation; check the hardware with `nvidia-smi -L` or `ls /sys/bus/pci/devices`.",
 	Facts:       "Devices[i].Host == HostAbsent",
 }, {

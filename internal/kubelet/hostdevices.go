@@ -220,9 +220,13 @@ func matchAllocations(h *hostDevices, cp *Checkpoint, alloc map[string][]string)
 		resources = append(resources, r)
 	}
 	sort.Strings(resources)
+	paths := singleDeviceNodes(cp)
 	for _, r := range resources {
 		for _, id := range ids[r] {
 			m := h.match(r, id)
+			if p := paths[r+"\x00"+id]; m.Form == IDOpaque && len(p) > 0 {
+				m.Host, m.Evidence = h.matchNodes(p)
+			}
 			if cp.Registered != nil || len(cp.Entries) > 0 {
 				in := contains(cp.Registered[r], id)
 				m.Registered = &in
@@ -240,4 +244,32 @@ func matchAllocations(h *hostDevices, cp *Checkpoint, alloc map[string][]string)
 func contains(sortedIDs []string, id string) bool {
 	i := sort.SearchStrings(sortedIDs, id)
 	return i < len(sortedIDs) && sortedIDs[i] == id
+}
+
+// singleDeviceNodes maps "resource\x00ID" to the host paths of the
+// device nodes the plugin's AllocateResponse gave a container, for the
+// allocations of exactly one device: for an opaque ID those paths are
+// what the host can show of it. (With several devices in one response,
+// which path is whose is the plugin's secret.)
+func singleDeviceNodes(cp *Checkpoint) map[string][]string {
+	out := map[string][]string{}
+	for _, e := range cp.Entries {
+		if len(e.DeviceIDs) == 1 && e.Response != nil && len(e.Response.DeviceNodes) > 0 {
+			out[e.Resource+"\x00"+e.DeviceIDs[0]] = e.Response.DeviceNodes
+		}
+	}
+	return out
+}
+
+// matchNodes: an opaque device whose AllocateResponse named device nodes
+// is absent when one of them is gone from a host that shows /dev, present
+// when all are there.
+func (h *hostDevices) matchNodes(nodes []string) (HostState, string) {
+	for _, p := range nodes {
+		st, ev := h.matchPath(path.Clean("/" + p))
+		if st != HostPresent {
+			return st, "the AllocateResponse kept in the checkpoint gave the container host device " + ev
+		}
+	}
+	return HostPresent, "the AllocateResponse kept in the checkpoint gave the container host device(s) " + strings.Join(nodes, ", ") + ", which exist"
 }
