@@ -50,6 +50,7 @@ const (
 	PluginReregistered          = "PLUGIN_REREGISTERED"
 	PluginNoReregister          = "PLUGIN_NO_REREGISTER"
 	PluginReregisterRefused     = "PLUGIN_REREGISTER_REFUSED"
+	PluginReregisterSlow        = "PLUGIN_REREGISTER_SLOW"
 	PluginNotRun                = "PLUGIN_CHECK_NOT_RUN"
 )
 
@@ -548,7 +549,22 @@ and the call for allocated healthy devices failed: containers fail to start with
 again, as a restarting kubelet does (it removes every socket of its directory
 first, manager.go CleanupPluginDirectory), and the plugin registered again, the
 kubelet accepted it, and its new ListAndWatch sent the list. The evidence gives
-how long it took.`,
+how long it took. A plugin that learns of the restart by its own socket
+disappearing, and serves a new one before it registers, does what the kubelet
+expects: the kubelet removes every socket, so that signal never fails.`,
+	},
+	{
+		Code:   PluginReregisterSlow,
+		Status: "WARN",
+		Title:  "the plugin registered again after kubelet.sock was recreated, slowly",
+		Explain: `The plugin came back after the restart, later than --timeout: the kubelet
+accepts it (it keeps the resource under a stopped endpoint for its 5-minute
+endpointStopGracePeriod, types.go), but until the plugin registers the restarted
+kubelet has no healthy device of the resource (capacity from its checkpoint,
+allocatable 0), and a pod admitted in that window fails with "no healthy devices
+present". A plugin that polls kubelet.sock finds it up to one polling period late.
+The summary gives how long it took.`,
+		Remediation: "Watch the device-plugin directory with inotify (kubelet.sock created, or the plugin's own socket removed) instead of polling, so that the plugin registers within milliseconds of the kubelet's restart.",
 	},
 	{
 		Code:   PluginNoReregister,

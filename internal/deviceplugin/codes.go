@@ -72,5 +72,6 @@ const (
 	CodeReregistered          = catalog.PluginReregistered
 	CodeNoReregister          = catalog.PluginNoReregister
 	CodeReregisterRefused     = catalog.PluginReregisterRefused
+	CodeReregisterSlow        = catalog.PluginReregisterSlow
 	CodeNotRun                = catalog.PluginNotRun
 )

@@ -52,6 +52,9 @@ type faultPlugin struct {
 	// keepSocketGone: after kubelet.sock is made again, register again
 	// without making the socket again (the kubelet removed it).
 	keepSocketGone bool
+	// reregisterDelay: after kubelet.sock is made again, wait this long
+	// before serving and registering again (a plugin that polls).
+	reregisterDelay time.Duration
 
 	dir, name, resource string
 	mu                  sync.Mutex
@@ -234,6 +237,13 @@ func (f *faultPlugin) run(t *testing.T) {
 				}
 				if filepath.Base(ev.Name) != KubeletSocket || !ev.Has(fsnotify.Create) {
 					continue
+				}
+				if f.reregisterDelay > 0 {
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(f.reregisterDelay):
+					}
 				}
 				if !f.keepSocketGone && !exists(f.sock()) {
 					if f.listen() != nil {
@@ -683,4 +693,23 @@ func TestFakeKubeletForgetsAPluginThatRegisteredTwice(t *testing.T) {
 	if err := f.register(ctx); err != nil {
 		t.Fatalf("Register after a restart: %v", err)
 	}
+}
+
+// A plugin that comes back after the kubelet's restart later than
+// --timeout (as one polling kubelet.sock every few seconds does) is what
+// the kubelet accepts: PLUGIN_REREGISTER_SLOW, a WARN with the figure;
+// one not back within the wait is PLUGIN_NO_REREGISTER.
+func TestPluginTestReregisterSlow(t *testing.T) {
+	f := newFault(shortDir(t))
+	f.reregisterDelay = 1500 * time.Millisecond
+	r := testFault(t, f, TestOptions{Reregister: true, Timeout: time.Second, ReregisterWait: 5 * time.Second})
+	wantDefects(t, r, CodeReregisterSlow)
+	if fs := findings(r, CodeReregisterSlow); len(fs) != 1 || !strings.Contains(fs[0].Summary, "over --timeout 1s") {
+		t.Errorf("slow: %+v", fs)
+	}
+
+	g := newFault(shortDir(t))
+	g.reregisterDelay = 3 * time.Second
+	r = testFault(t, g, TestOptions{Reregister: true, Timeout: time.Second, ReregisterWait: 1500 * time.Millisecond})
+	wantDefects(t, r, CodeNoReregister)
 }

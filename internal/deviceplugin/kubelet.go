@@ -146,7 +146,7 @@ var KubeletMirrors = []KubeletMirror{
 		Does:    "A restart: removes every socket of its directory, serves a new kubelet.sock, and restores each resource from its checkpoint under a stopped endpoint with no device until the plugin registers again.",
 		Kubelet: []KubeletFunc{{"(*server).Start", kubeletServer}, {"(*ManagerImpl).CleanupPluginDirectory", kubeletManager}, {"(*ManagerImpl).readCheckpoint", kubeletManager}, {"newStoppedEndpointImpl", kubeletEndpoint}},
 		Check:   "ends its connections, removes kubelet.sock and the registered plugins' sockets, serves kubelet.sock again, and waits for an accepted Register and a list",
-		Codes:   []string{CodeReregistered, CodeNoReregister, CodeReregisterRefused},
+		Codes:   []string{CodeReregistered, CodeReregisterSlow, CodeNoReregister, CodeReregisterRefused},
 	},
 	{
 		Does:  "(nothing of the kubelet's: a check that could not look)",

@@ -56,6 +56,10 @@ type TestOptions struct {
 	// Reregister: in kubelet mode, recreate kubelet.sock afterwards and
 	// expect the plugin to register again.
 	Reregister bool
+	// ReregisterWait is how long a Register is awaited after the restart
+	// before PLUGIN_NO_REREGISTER (default ReregisterWaitDefault, never
+	// less than Timeout); one after Timeout is PLUGIN_REREGISTER_SLOW.
+	ReregisterWait time.Duration
 	// AllocateSamples is how many Allocate calls are timed (default 100;
 	// fewer when they are slow: at most 2 s are spent).
 	AllocateSamples int
@@ -1427,6 +1431,13 @@ func (t *tester) judgeAllocate(sock string, resp *pluginapi.AllocateResponse, id
 	return true
 }
 
+// ReregisterWaitDefault is how long a plugin has to register again after
+// a kubelet restart before it counts as never coming back. The kubelet
+// itself keeps the resource for its 5-minute endpointStopGracePeriod
+// (types.go); a plugin not back within a minute has missed every kubelet
+// signal (inotify, its own socket removed, a poll of kubelet.sock).
+const ReregisterWaitDefault = time.Minute
+
 // reregistration restarts the fake kubelet as a kubelet restarts: its
 // connections end, kubelet.sock and the registered plugins' sockets are
 // removed (manager.go CleanupPluginDirectory removes every socket of the
@@ -1447,14 +1458,27 @@ func reregistration(ctx context.Context, o TestOptions, res *TestResult, k *fake
 		return
 	}
 	restarted := ev(kubeletSock, "recreated at %s; removed first: kubelet.sock, %s", at.Format(time.RFC3339Nano), orNone(removed))
-	deadline := at.Add(o.Timeout)
+	wait := o.ReregisterWait
+	if wait == 0 {
+		wait = ReregisterWaitDefault
+	}
+	wait = max(wait, o.Timeout)
+	deadline := at.Add(wait)
 	pending := map[string]bool{}
 	for _, n := range names {
 		pending[n] = true
 	}
 	refused := map[string]*registration{}
 	for len(pending) > 0 {
-		rs := k.waitRegs(ctx, seen, deadline)
+		// A plugin the kubelet refused may try again, within Timeout;
+		// only one not heard from yet is awaited the whole wait.
+		until := at.Add(o.Timeout)
+		for n := range pending {
+			if refused[n] == nil {
+				until = deadline
+			}
+		}
+		rs := k.waitRegs(ctx, seen, until)
 		if len(rs) <= seen {
 			break
 		}
@@ -1483,7 +1507,16 @@ func reregistration(ctx context.Context, o TestOptions, res *TestResult, k *fake
 			res.Measurements = append(res.Measurements,
 				Measurement{Name: "kubelet.sock recreated -> Register", Samples: []time.Duration{took}},
 				Measurement{Name: "kubelet.sock recreated -> first ListAndWatch", Samples: []time.Duration{lrs[0].at.Sub(at)}})
-			res.add(CodeReregistered, name, fmt.Sprintf("registered again %s after kubelet.sock was recreated, and listed %d devices", took.Round(time.Microsecond), len(lrs[0].devs)),
+			remade := ""
+			if slices.Contains(removed, r.req.Endpoint) && exists(filepath.Join(k.dir, r.req.Endpoint)) {
+				remade = " (its socket, which the restart removed, served again first, as the kubelet expects)"
+			}
+			if took > o.Timeout {
+				res.add(CodeReregisterSlow, name, fmt.Sprintf("registered again %s after kubelet.sock was recreated (over --timeout %s): until then the restarted kubelet had no healthy device of %s", took.Round(time.Millisecond), o.Timeout, name),
+					restarted, ev(kubeletSock, "Register from endpoint %s: accepted", r.req.Endpoint))
+				continue
+			}
+			res.add(CodeReregistered, name, fmt.Sprintf("registered again %s after kubelet.sock was recreated, and listed %d devices%s", took.Round(time.Microsecond), len(lrs[0].devs), remade),
 				restarted, ev(kubeletSock, "Register from endpoint %s: accepted", r.req.Endpoint))
 		}
 		seen = len(rs)
@@ -1497,7 +1530,7 @@ func reregistration(ctx context.Context, o TestOptions, res *TestResult, k *fake
 				restarted, ev(kubeletSock, "Register from endpoint %s %s after the restart: %v", r.req.Endpoint, r.at.Sub(at).Round(time.Millisecond), r.err))
 			continue
 		}
-		res.add(CodeNoReregister, name, fmt.Sprintf("no Register of %s within %s of kubelet.sock being recreated", name, o.Timeout), restarted)
+		res.add(CodeNoReregister, name, fmt.Sprintf("no Register of %s within %s of kubelet.sock being recreated", name, wait), restarted)
 	}
 }
 

@@ -119,7 +119,7 @@ func TestPluginTestFindsEachMockDefect(t *testing.T) {
 			// seconds to reach its first Register (register-before-serve then waits
 			// out the dial-back too).
 			o := TestOptions{KubeletDir: dir, Timeout: 6 * time.Second, Watch: 700 * time.Millisecond, Root: hostWithNUMA0(t),
-				Reregister: true, Trigger: func(context.Context) error { return m.ToggleHealth("") }, TriggerNote: "the mock's ToggleHealth"}
+				Reregister: true, ReregisterWait: 8 * time.Second, Trigger: func(context.Context) error { return m.ToggleHealth("") }, TriggerNote: "the mock's ToggleHealth"}
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan struct{})
 			defer func() { cancel(); <-done }()

@@ -332,7 +332,9 @@ Register from a socket it is connected to refused, then ListAndWatch on that
 connection), checks each plugin on that connection and stream, and finally
 restarts as a kubelet does: kubelet.sock and the registered plugins' sockets
 are removed and kubelet.sock served again, and each plugin must register
-again, be accepted and list its devices (--no-reregister skips that). With
+again, be accepted and list its devices: within --timeout, or it is a WARN
+with the figure; not back within a minute, a FAIL (the kubelet itself keeps
+the resource 5 minutes). --no-reregister skips that. With
 --device-plugin-socket PATH it dials a plugin directly and checks the calls
 only.
 
