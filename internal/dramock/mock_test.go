@@ -51,10 +51,13 @@ func newEnv(t *testing.T) env {
 }
 
 // start runs a mock until the test ends.
-func start(t *testing.T, e env, mode Mode) *Mock {
+func start(t *testing.T, e env, mode Mode) *Mock { return startWith(t, e, mode, "") }
+
+// startWith is start with prepare-error's error text.
+func startWith(t *testing.T, e env, mode Mode, errText string) *Mock {
 	t.Helper()
 	m, err := New(Config{Driver: "gpu.example.com", Devices: 2, Mode: mode, RegistryDir: e.reg,
-		PluginDir: filepath.Join(e.plugins, "gpu.example.com"), CDIDir: e.cdi}, nil, nil)
+		PluginDir: filepath.Join(e.plugins, "gpu.example.com"), CDIDir: e.cdi, Error: errText}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,5 +355,40 @@ func TestStopWhilePublishing(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return after the stop")
+	}
+}
+
+// A driver built on kubeletplugin reads each claim from the API server;
+// asked for the claim the test made up, it answers the helper's
+// "retrieve claim NS/NAME: ... not found". That is no fault of the
+// driver: the prepare is NOT_RUN saying why, never
+// DRA_PLUGIN_PREPARE_FAILED. Any other error stays the FAIL.
+func TestPrepareOfAClaimTheAPIServerLacks(t *testing.T) {
+	for _, c := range []struct {
+		text    string
+		notRun  bool
+		failure bool
+	}{
+		{`get resource claims: retrieve claim accel-doctor-test/claim-0: resourceclaims.resource.k8s.io "claim-0" not found`, true, false},
+		{"claim accel-doctor-test/claim-0 not allocated", true, false},
+		{"mock: preparation refused", false, true},
+	} {
+		t.Run(c.text, func(t *testing.T) {
+			e := newEnv(t)
+			startWith(t, e, ModePrepareError, c.text)
+			res := runTest(t, e, TestOptions{Timeout: time.Second})
+			var prepNotRun *report.Finding
+			for i, f := range res.Findings {
+				if f.Check == "dra-plugin.prepare" && f.Status == report.NotRun {
+					prepNotRun = &res.Findings[i]
+				}
+			}
+			if (prepNotRun != nil) != c.notRun || slices.Contains(found(res, report.Fail), CodePrepareFailed) != c.failure {
+				t.Fatalf("findings %+v", res.Findings)
+			}
+			if prepNotRun != nil && !strings.Contains(prepNotRun.Reason, "reads each claim from the API server") {
+				t.Errorf("reason %q", prepNotRun.Reason)
+			}
+		})
 	}
 }

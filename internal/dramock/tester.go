@@ -193,6 +193,14 @@ func Test(ctx context.Context, o TestOptions) (*TestResult, error) {
 			return res, nil
 		}
 		cev := ev(ep, "claim %s/%s uid %s", claim.Namespace, claim.Name, claim.Uid)
+		if msg := prepareError(pr, err, claim); readsClaims(msg, claim) {
+			// The driver looked the claim up in the API server, as every
+			// driver built on kubeletplugin does, and the claim the test
+			// made up is not there: nothing is known of its prepare.
+			res.notRun("prepare", subject, report.Explain("the driver reads each claim from the API server, and the test's claim "+claim.Namespace+"/"+claim.Name+" exists only in the test: "+msg,
+				"Prepare a real claim instead: create a ResourceClaim allocated to one of the driver's devices on this node and a pod using it, and read the pod's events (`kubectl describe pod POD`); or run `accel-doctor check --layer kube` on the node after it, which judges the claims the kubelet prepared."))
+			return res, nil
+		}
 		switch r := pr.GetClaims()[claim.Uid]; {
 		case err != nil:
 			res.add(CodePrepareFailed, subject, "NodePrepareResources: "+err.Error(), cev)
@@ -226,6 +234,32 @@ func Test(ctx context.Context, o TestOptions) (*TestResult, error) {
 		res.add(CodeContractOK, subject, fmt.Sprintf("registered through %s, prepared and unprepared %d claims", filepath.Base(sock), o.Samples), infoEv)
 	}
 	return res, nil
+}
+
+// prepareError is the error NodePrepareResources gave for claim: the
+// call's, else the claim's own; "" when none.
+func prepareError(pr *drapb.NodePrepareResourcesResponse, err error, claim *drapb.Claim) string {
+	if err != nil {
+		return err.Error()
+	}
+	if r := pr.GetClaims()[claim.Uid]; r != nil {
+		return r.GetError()
+	}
+	return ""
+}
+
+// readsClaims: the error is the kubeletplugin helper's for a claim it
+// could not take from the API server (getResourceClaims in
+// k8s.io/dynamic-resource-allocation/kubeletplugin/draplugin.go:
+// "retrieve claim NS/NAME: ...", "claim NS/NAME not allocated", "claim
+// NS/NAME got replaced"): a driver that reads its claims there, asked for
+// one that was never created.
+func readsClaims(msg string, claim *drapb.Claim) bool {
+	if msg == "" {
+		return false
+	}
+	ref := claim.Namespace + "/" + claim.Name
+	return strings.Contains(msg, "retrieve claim "+ref+":") || strings.Contains(msg, "claim "+ref+" not allocated") || strings.Contains(msg, "claim "+ref+" got replaced")
 }
 
 func forDriver(d string) string {
