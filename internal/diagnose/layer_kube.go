@@ -571,10 +571,20 @@ func judgeOrphanResources(out *Out, n *kubelet.Node) {
 			unknown = append(unknown, s.Name)
 		}
 	}
+	// Each live socket is one registration, of one resource: the
+	// resources PodResources lists allocatable with no socket of their
+	// naming are served by sockets of unknown naming, one each at least.
+	// When they account for every such socket, none is left to serve an
+	// orphan.
+	served := 0
 	for r, ids := range n.PodResources.AllocatableIDs() {
-		if len(ids) > 0 {
+		if len(ids) > 0 && !have[r] {
 			have[r] = true
+			served++
 		}
+	}
+	if len(unknown) <= served {
+		unknown = nil
 	}
 	written := Ev(n.CheckpointPath+" (mtime)", n.CheckpointModTime.UTC().Format(time.RFC3339Nano))
 	byRunning := n.Kubelet != nil && !n.CheckpointModTime.IsZero() && n.CheckpointModTime.After(n.Kubelet.ModTime)

@@ -90,3 +90,40 @@ func evidenceText(f report.Finding) string {
 	}
 	return b.String()
 }
+
+// Sockets of unknown naming that PodResources accounts for (each live
+// socket is one resource's; a resource allocatable with no socket of its
+// naming is served by one of them) leave none to serve an orphan: the
+// orphan is the FAIL again. One more unknown socket than that: NOT_RUN.
+func TestUnknownSocketsAccountedForByPodResources(t *testing.T) {
+	t0 := time.Now().Add(-time.Hour)
+	sock := func(name string) *kubelet.Socket {
+		return &kubelet.Socket{Name: name, Type: "socket", Dial: kubelet.Dial{Method: "GetDevicePluginOptions", Answer: kubelet.Answered}}
+	}
+	for _, c := range []struct {
+		name    string
+		sockets []*kubelet.Socket
+		want    report.Status
+	}{
+		{"one unknown socket, one resource it serves", []*kubelet.Socket{sock("dp.1700000000.sock")}, report.Fail},
+		{"two unknown sockets, one resource accounted", []*kubelet.Socket{sock("dp.1700000000.sock"), sock("dp.1700000001.sock")}, report.NotRun},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := &kubelet.Node{Dir: "/var/lib/kubelet/device-plugins", CheckpointPath: "/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint",
+				Kubelet: &kubelet.Socket{Name: kubelet.KubeletSocketName, ModTime: t0}, CheckpointModTime: t0.Add(time.Minute), Plugins: c.sockets,
+				Checkpoint: &kubelet.Checkpoint{ChecksumOK: true, Registered: map[string][]string{"nvidia.com/gpu": {"GPU-x"}, "example.com/resource": {"Dev-1"}}},
+				PodResources: &kubelet.PodResources{Allocatable: kubelet.Dial{Answer: kubelet.Answered},
+					Devices: []kubelet.ResourceDevices{{Resource: "example.com/resource", DeviceIDs: []string{"Dev-1"}}}}}
+			out := &Out{check: &Check{ID: "kube.node", Layer: report.LayerKube}}
+			judgeOrphanResources(out, n)
+			var got []string
+			for _, f := range out.findings {
+				got = append(got, f.Code+" "+f.Subject+" "+string(f.Status))
+			}
+			want := "KUBELET_RESOURCE_NO_PLUGIN nvidia.com/gpu " + string(c.want)
+			if len(got) != 1 || got[0] != want {
+				t.Errorf("got %q, want [%s]", got, want)
+			}
+		})
+	}
+}

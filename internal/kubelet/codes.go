@@ -83,7 +83,9 @@ checkpoint was not written since the socket was bound (or is unreadable).`,
 	Explain: `The checkpoint's RegisteredDevices names the resource, and the device-plugin
 directory has no socket for it, and PodResources does not list it allocatable. A socket
 whose resource its name does not tell, if it answers, may be that plugin: then whether one
-serves it is NOT_RUN, naming the socket; a dead one serves nothing. A plugin
+serves it is NOT_RUN, naming the socket, unless PodResources accounts for every such socket
+(each live socket is one resource's, and each resource it lists allocatable with no socket
+of its naming has one of them); a dead one serves nothing. A plugin
 that did not register again after a kubelet restart leaves exactly this: the kubelet
 wiped its socket, restored the resource from the checkpoint with no device, and counts
 capacity 0 and allocatable 0 until it drops the resource 5 minutes later
