@@ -29,6 +29,30 @@ func (e *SkippedLinesError) Error() string {
 	return fmt.Sprintf("%s: %d line(s) not understood, the first line %d", e.File, e.Count, e.First)
 }
 
+// eachLine calls f with each line of b that is neither blank nor a "#"
+// comment, trimmed, with its 1-based number; the lines f refuses (false)
+// are counted in a SkippedLinesError of file.
+func eachLine(b []byte, file string, f func(n int, line []byte) bool) error {
+	n, bad, first := 0, 0, 0
+	for l := range bytes.Lines(b) {
+		n++
+		line := bytes.TrimSpace(l)
+		if len(line) == 0 || line[0] == '#' {
+			continue
+		}
+		if !f(n, line) {
+			bad++
+			if first == 0 {
+				first = n
+			}
+		}
+	}
+	if bad > 0 {
+		return &SkippedLinesError{File: file, Count: bad, First: first}
+	}
+	return nil
+}
+
 // Alias is one "alias PATTERN MODULE" line of modules.alias or
 // modules.builtin.alias.
 type Alias struct {
@@ -47,30 +71,22 @@ type Alias struct {
 // file with no alias line at all is an error too.
 func ParseModulesAlias(b []byte, file, prefix string) ([]Alias, error) {
 	var out []Alias
-	n, bad, first, aliases := 0, 0, 0, 0
-	for l := range bytes.Lines(b) {
-		n++
-		line := bytes.TrimSpace(l)
-		if len(line) == 0 || line[0] == '#' {
-			continue
-		}
+	aliases := 0
+	err := eachLine(b, file, func(n int, line []byte) bool {
 		// Only the kept aliases become strings: most of a kernel's
 		// aliases are of other buses.
 		cmd, pat, mod, ok := threeFields(line)
 		if !ok || string(cmd) != "alias" || !validModuleName(string(mod)) {
-			bad++
-			if first == 0 {
-				first = n
-			}
-			continue
+			return false
 		}
 		aliases++
 		if bytes.HasPrefix(pat, []byte(prefix)) {
 			out = append(out, Alias{Pattern: string(pat), Module: NormalizeModule(string(mod)), Line: n})
 		}
-	}
-	if bad > 0 {
-		return out, &SkippedLinesError{File: file, Count: bad, First: first}
+		return true
+	})
+	if err != nil {
+		return out, err
 	}
 	if aliases == 0 {
 		// depmod writes one line per alias of every module: a file
@@ -243,30 +259,18 @@ func ModuleFileName(p string) (string, bool) {
 // tools/depmod.c, output_deps), keyed by the module's name.
 func ParseModulesDep(b []byte, file string) (map[string]DepEntry, error) {
 	out := map[string]DepEntry{}
-	n, bad, first := 0, 0, 0
-	for l := range bytes.Lines(b) {
-		n++
-		line := strings.TrimSpace(string(l))
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		p, _, ok := strings.Cut(line, ":")
+	err := eachLine(b, file, func(n int, l []byte) bool {
+		p, _, ok := strings.Cut(string(l), ":")
 		name, isMod := ModuleFileName(p)
 		if !ok || !isMod || strings.ContainsAny(p, " \t") {
-			bad++
-			if first == 0 {
-				first = n
-			}
-			continue
+			return false
 		}
 		if _, dup := out[name]; !dup {
 			out[name] = DepEntry{Path: p, Line: n}
 		}
-	}
-	if bad > 0 {
-		return out, &SkippedLinesError{File: file, Count: bad, First: first}
-	}
-	return out, nil
+		return true
+	})
+	return out, err
 }
 
 // ParseModulesBuiltin parses modules.builtin: one module file name per
@@ -274,29 +278,18 @@ func ParseModulesDep(b []byte, file string) (map[string]DepEntry, error) {
 // scripts/Makefile.modbuiltin), keyed by the module's name with its line.
 func ParseModulesBuiltin(b []byte, file string) (map[string]int, error) {
 	out := map[string]int{}
-	n, bad, first := 0, 0, 0
-	for l := range bytes.Lines(b) {
-		n++
-		line := strings.TrimSpace(string(l))
-		if line == "" || line[0] == '#' {
-			continue
-		}
+	err := eachLine(b, file, func(n int, l []byte) bool {
+		line := string(l)
 		name, ok := ModuleFileName(line)
 		if !ok || strings.ContainsAny(line, " \t") {
-			bad++
-			if first == 0 {
-				first = n
-			}
-			continue
+			return false
 		}
 		if _, dup := out[name]; !dup {
 			out[name] = n
 		}
-	}
-	if bad > 0 {
-		return out, &SkippedLinesError{File: file, Count: bad, First: first}
-	}
-	return out, nil
+		return true
+	})
+	return out, err
 }
 
 // Kinds of ModprobeRule.
