@@ -1,6 +1,7 @@
 package diagnose
 
 import (
+	"slices"
 	"sort"
 	"strings"
 
@@ -80,19 +81,6 @@ func nodeCDICheck() Check {
 const nodeSpecs = "the node's CDI specs"
 
 func checkNodeCDI(e *Env, out *Out) {
-	rts, _ := cdi.FindRuntimes(e.Root)
-	dirs := e.Opts.CDISpecDirs
-	if dirs == nil {
-		dirs, _ = cdi.SpecDirs(rts)
-	}
-	reg := cdi.Load(e.Root, dirs)
-	// The DRA drivers' specs are layer 6's (judgeDRARuntime).
-	draOwned := map[string]bool{}
-	if dn, err := e.DRA(); err == nil && dn != nil && dn.RuntimeCDI != nil {
-		for _, sp := range dn.RuntimeCDI.Specs {
-			draOwned[sp.Spec] = true
-		}
-	}
 	// The device plugins in CDI mode: their allocations' CDI names.
 	byResource := map[string][]string{}
 	if n, err := e.Kubelet(); err == nil && n != nil && n.Checkpoint != nil {
@@ -100,6 +88,32 @@ func checkNodeCDI(e *Env, out *Out) {
 			if a.Response != nil && len(a.Response.CDIDevices) > 0 {
 				byResource[a.Resource] = append(byResource[a.Resource], a.Response.CDIDevices...)
 			}
+		}
+	}
+	dirs := e.Opts.CDISpecDirs
+	var reg *cdi.Registry
+	if dirs == nil && len(byResource) == 0 {
+		// This runs on every check: the runtimes (their binaries'
+		// build information, their configuration) are read only where
+		// a CDI device may be handed out, a spec in the library's
+		// directories or a plugin's allocation naming one.
+		reg = cdi.Load(e.Root, cdi.DefaultSpecDirs)
+		if len(reg.Specs) == 0 && !unsureDirs(reg) {
+			return
+		}
+	}
+	rts, _ := cdi.FindRuntimes(e.Root)
+	if dirs == nil {
+		dirs, _ = cdi.SpecDirs(rts)
+	}
+	if reg == nil || !slices.Equal(dirs, cdi.DefaultSpecDirs) {
+		reg = cdi.Load(e.Root, dirs)
+	}
+	// The DRA drivers' specs are layer 6's (judgeDRARuntime).
+	draOwned := map[string]bool{}
+	if dn, err := e.DRA(); err == nil && dn != nil && dn.RuntimeCDI != nil {
+		for _, sp := range dn.RuntimeCDI.Specs {
+			draOwned[sp.Spec] = true
 		}
 	}
 	var consumers []string
@@ -183,6 +197,16 @@ func checkNodeCDI(e *Env, out *Out) {
 			}
 		}
 	}
+}
+
+// unsureDirs: a spec directory was not captured or could not be read.
+func unsureDirs(reg *cdi.Registry) bool {
+	for _, d := range reg.Dirs {
+		if d.NotCaptured || d.Err != nil && !d.Absent {
+			return true
+		}
+	}
+	return false
 }
 
 func appendOnce(s []string, v string) []string {
