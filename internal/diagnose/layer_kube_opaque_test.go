@@ -19,11 +19,20 @@ func TestOpaqueDeviceGoneByItsNode(t *testing.T) {
 	h, _ := fixture.ByName(fixture.NameNVIDIAx8)
 	for _, c := range []struct {
 		name, node string
+		mounts     []string
 		fail       bool
 	}{
-		{"its node removed", "/dev/fpga3", true},
-		{"its node there", "/dev/nvidia0", false},
-		{"a place the tree does not show", "/dev/xyz/fpga3", false},
+		{"its node removed", "/dev/fpga3", nil, true},
+		{"its node there", "/dev/nvidia0", nil, false},
+		{"a place the tree does not show", "/dev/xyz/fpga3", nil, false},
+		// A plugin that gives files, not nodes (Kubernetes' sample
+		// device plugin mounts /tmp/<ID>): its mount source is the
+		// device.
+		{"its mount source removed", "", []string{"/dev/fpga-3.img"}, true},
+		{"its mount source there", "", []string{"/dev/nvidia0"}, false},
+		// With a node given, mounts may be the driver's shared files:
+		// the node is the device, and it is there.
+		{"its node there, a mount gone", "/dev/nvidia0", []string{"/dev/fpga-3.img"}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			n := newKubeNode(t, h)
@@ -31,7 +40,7 @@ func TestOpaqueDeviceGoneByItsNode(t *testing.T) {
 			n.serve("example.com-fpga.sock", true, n.t0.Add(time.Second))
 			n.checkpoint(&kubelet.Checkpoint{
 				Entries: []kubelet.Allocation{{PodUID: "p-1", Container: "c", Resource: "example.com/fpga", DeviceIDs: []string{"fpga-3"},
-					Response: &kubelet.AllocSummary{DeviceNodes: []string{c.node}}}},
+					Response: &kubelet.AllocSummary{DeviceNodes: nonEmpty(c.node), Mounts: c.mounts}}},
 				Registered: map[string][]string{"example.com/fpga": {"fpga-3"}},
 			}, n.t0.Add(5*time.Second), false)
 			got, fs := kubeFindings(t, n, c.name)
@@ -39,7 +48,7 @@ func TestOpaqueDeviceGoneByItsNode(t *testing.T) {
 				t.Fatalf("got %v", kubeKeys(got))
 			}
 			for _, f := range fs {
-				if f.Code == "KUBELET_CHECKPOINT_ABSENT_DEVICE" && !strings.Contains(evidenceText(f), c.node) {
+				if f.Code == "KUBELET_CHECKPOINT_ABSENT_DEVICE" && !strings.Contains(evidenceText(f), c.node+strings.Join(c.mounts, "")) {
 					t.Errorf("evidence does not name the node: %+v", f.Evidence)
 				}
 			}
@@ -81,6 +90,13 @@ func TestUnknownSocketWeakensOnlyWhatItCouldChange(t *testing.T) {
 			}
 		})
 	}
+}
+
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
 }
 
 func evidenceText(f report.Finding) string {

@@ -241,7 +241,10 @@ device not healthy and admission fails: "previously allocated devices are no lon
 healthy; cannot allocate unhealthy devices RESOURCE", shown as UnexpectedAdmissionError.
 An ID of a plugin's own naming (an index, "fpga-3") is judged by what the plugin gave
 the container for it alone: the device nodes of its AllocateResponse, which the kubelet
-keeps in the checkpoint; one of them gone from /dev is the device gone. IDs the host cannot
+keeps in the checkpoint, or, from a plugin that gives files rather than nodes (Kubernetes'
+sample device plugin mounts one file per device), the host paths it mounts; one of them
+gone is the device gone (and a mount whose source is gone fails the container's creation
+when it restarts). IDs the host cannot
 show otherwise (a MIG UUID, an opaque ID allocated with others) are unknown, never absent.`,
 	Remediation: "Delete the pods that hold the device (`kubectl -n NAMESPACE delete pod POD`), so the kubelet frees the allocation; check the hardware with `nvidia-smi -L` or `ls /sys/bus/pci/devices`.",
 	Facts:       "Devices[i].Host == HostAbsent",

@@ -36,6 +36,9 @@ func EncodeCheckpoint(cp *Checkpoint) ([]byte, error) {
 			for _, n := range r.DeviceNodes {
 				e.AllocResp = appendBytesField(e.AllocResp, 3, appendBytesField(appendBytesField(nil, 1, []byte(n)), 2, []byte(n)))
 			}
+			for _, m := range r.Mounts { // Mount: container_path = 1, host_path = 2
+				e.AllocResp = appendBytesField(e.AllocResp, 2, appendBytesField(appendBytesField(nil, 1, []byte(m)), 2, []byte(m)))
+			}
 			for _, c := range r.CDIDevices {
 				e.AllocResp = appendBytesField(e.AllocResp, 5, appendBytesField(nil, 1, []byte(c)))
 			}

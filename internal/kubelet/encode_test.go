@@ -32,7 +32,7 @@ func TestEncodeCheckpoint(t *testing.T) {
 // decoder of the AllocateResponse reads it.
 func TestEncodeCheckpointKeepsTheResponse(t *testing.T) {
 	cp := &Checkpoint{Entries: []Allocation{{PodUID: "p", Container: "c", Resource: "nvidia.com/gpu", DeviceIDs: []string{"GPU-0"},
-		Response: &AllocSummary{CDIDevices: []string{"nvidia.com/gpu=0"}, DeviceNodes: []string{"/dev/nvidia0"}}}}}
+		Response: &AllocSummary{CDIDevices: []string{"nvidia.com/gpu=0"}, DeviceNodes: []string{"/dev/nvidia0"}, Mounts: []string{"/tmp/Dev-1"}}}}}
 	b, err := EncodeCheckpoint(cp)
 	if err != nil {
 		t.Fatal(err)
@@ -42,7 +42,8 @@ func TestEncodeCheckpointKeepsTheResponse(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := got.Entries[0].Response
-	if !got.ChecksumOK || r == nil || len(r.CDIDevices) != 1 || r.CDIDevices[0] != "nvidia.com/gpu=0" || len(r.DeviceNodes) != 1 || r.DeviceNodes[0] != "/dev/nvidia0" {
+	if !got.ChecksumOK || r == nil || len(r.CDIDevices) != 1 || r.CDIDevices[0] != "nvidia.com/gpu=0" || len(r.DeviceNodes) != 1 || r.DeviceNodes[0] != "/dev/nvidia0" ||
+		!slices.Equal(r.Mounts, []string{"/tmp/Dev-1"}) {
 		t.Fatalf("read back %+v (checksum ok %v)", r, got.ChecksumOK)
 	}
 }

@@ -220,12 +220,12 @@ func matchAllocations(h *hostDevices, cp *Checkpoint, alloc map[string][]string)
 		resources = append(resources, r)
 	}
 	sort.Strings(resources)
-	paths := singleDeviceNodes(cp)
+	paths := singleDevicePaths(cp)
 	for _, r := range resources {
 		for _, id := range ids[r] {
 			m := h.match(r, id)
-			if p := paths[r+"\x00"+id]; m.Form == IDOpaque && len(p) > 0 {
-				m.Host, m.Evidence = h.matchNodes(p)
+			if p := paths[r+"\x00"+id]; m.Form == IDOpaque && len(p.paths) > 0 {
+				m.Host, m.Evidence = h.matchPaths(p)
 			}
 			if cp.Registered != nil || len(cp.Entries) > 0 {
 				in := contains(cp.Registered[r], id)
@@ -246,30 +246,46 @@ func contains(sortedIDs []string, id string) bool {
 	return i < len(sortedIDs) && sortedIDs[i] == id
 }
 
-// singleDeviceNodes maps "resource\x00ID" to the host paths of the
-// device nodes the plugin's AllocateResponse gave a container, for the
-// allocations of exactly one device: for an opaque ID those paths are
-// what the host can show of it. (With several devices in one response,
-// which path is whose is the plugin's secret.)
-func singleDeviceNodes(cp *Checkpoint) map[string][]string {
-	out := map[string][]string{}
+// givenPaths are the host paths an AllocateResponse gave a container:
+// its device nodes, or, from a plugin that gives none, the host paths it
+// mounts (a plugin of files or directories, such as Kubernetes' sample
+// device plugin, which mounts one file per device).
+type givenPaths struct {
+	what  string // "device" or "mount source"
+	paths []string
+}
+
+// singleDevicePaths maps "resource\x00ID" to the host paths the plugin's
+// AllocateResponse gave a container, for the allocations of exactly one
+// device: for an opaque ID those paths are what the host can show of it.
+// (With several devices in one response, which path is whose is the
+// plugin's secret.) Device nodes are the device when there are any; the
+// mounts then may be the driver's shared files, and are left alone. A
+// mount source that is gone makes the container's creation fail either
+// way (the runtime cannot bind it).
+func singleDevicePaths(cp *Checkpoint) map[string]givenPaths {
+	out := map[string]givenPaths{}
 	for _, e := range cp.Entries {
-		if len(e.DeviceIDs) == 1 && e.Response != nil && len(e.Response.DeviceNodes) > 0 {
-			out[e.Resource+"\x00"+e.DeviceIDs[0]] = e.Response.DeviceNodes
+		if len(e.DeviceIDs) != 1 || e.Response == nil {
+			continue
+		}
+		k := e.Resource + "\x00" + e.DeviceIDs[0]
+		switch {
+		case len(e.Response.DeviceNodes) > 0:
+			out[k] = givenPaths{"device", e.Response.DeviceNodes}
+		case len(e.Response.Mounts) > 0:
+			out[k] = givenPaths{"mount source", e.Response.Mounts}
 		}
 	}
 	return out
 }
 
-// matchNodes: an opaque device whose AllocateResponse named device nodes
-// is absent when one of them is gone from a host that shows /dev, present
-// when all are there.
-func (h *hostDevices) matchNodes(nodes []string) (HostState, string) {
-	for _, p := range nodes {
+func (h *hostDevices) matchPaths(g givenPaths) (HostState, string) {
+	for _, p := range g.paths {
 		st, ev := h.matchPath(path.Clean("/" + p))
 		if st != HostPresent {
-			return st, "the AllocateResponse kept in the checkpoint gave the container host device " + ev
+			return st, "the AllocateResponse kept in the checkpoint gave the container host " + g.what + "(s) " + strings.Join(g.paths, ", ") + "; " + ev
 		}
 	}
-	return HostPresent, "the AllocateResponse kept in the checkpoint gave the container host device(s) " + strings.Join(nodes, ", ") + ", which exist"
+	return HostPresent, "the AllocateResponse kept in the checkpoint gave the container host " + g.what + "(s) " + strings.Join(g.paths, ", ") + ", which exist"
 }
