@@ -91,20 +91,7 @@ func checkDRA(e *Env, out *Out) {
 		}
 	}
 	e.judgeDRAState(out, n)
-	for _, d := range n.UnregisteredClaimDrivers() {
-		out.Add("DRA_CLAIM_DRIVER_NOT_REGISTERED", report.Warn, d,
-			"prepared claims of driver "+d+" are in the kubelet's state, and the driver is not registered",
-			Ev(n.StatePath, "claims of "+d), Ev(n.RegistryDir, "no live registration of "+d))
-	}
-	for _, c := range n.NoDeviceClaims() {
-		pods := "no pod"
-		if len(c.PodUIDs) > 0 {
-			pods = "pod(s) " + strings.Join(c.PodUIDs, ", ")
-		}
-		out.Add("DRA_CLAIM_NO_DEVICE", report.Warn, c.Claim,
-			"claim "+c.Claim+" holds no device prepared by "+c.Driver+": its prepare has not succeeded, or the driver answered with no device (the containers get nothing from it)",
-			Ev(n.StatePath, "claim "+c.ClaimUID+", driver "+c.Driver+": no device"), Ev("referenced by", pods))
-	}
+	judgeClaimDrivers(out, n)
 	for _, c := range n.CDI {
 		switch c.Resolve {
 		case dra.Unresolved, dra.Invalid:
@@ -368,4 +355,33 @@ func (e *Env) DRARegistrations() (drivers []string, known bool, why string) {
 	}
 	slices.Sort(drivers)
 	return drivers, true, ""
+}
+
+// judgeClaimDrivers: claims in the kubelet's DRA state whose driver is
+// not registered, and claims holding no prepared device. A driver that
+// is there and down (its directory's sockets dead, its registration
+// socket refusing, its endpoint gone: draDriverDown) explains its claims'
+// state, and those findings follow from its finding.
+func judgeClaimDrivers(out *Out, n *dra.Node) {
+	followsDown := func(f *report.Finding, driver string) {
+		if code, subject := draDriverDown(n, []string{driver}); code != "" {
+			f.Follows(code, subject)
+		}
+	}
+	for _, d := range n.UnregisteredClaimDrivers() {
+		f := out.Add("DRA_CLAIM_DRIVER_NOT_REGISTERED", report.Warn, d,
+			"prepared claims of driver "+d+" are in the kubelet's state, and the driver is not registered",
+			Ev(n.StatePath, "claims of "+d), Ev(n.RegistryDir, "no live registration of "+d))
+		followsDown(f, d)
+	}
+	for _, c := range n.NoDeviceClaims() {
+		pods := "no pod"
+		if len(c.PodUIDs) > 0 {
+			pods = "pod(s) " + strings.Join(c.PodUIDs, ", ")
+		}
+		f := out.Add("DRA_CLAIM_NO_DEVICE", report.Warn, c.Claim,
+			"claim "+c.Claim+" holds no device prepared by "+c.Driver+": its prepare has not succeeded, or the driver answered with no device (the containers get nothing from it)",
+			Ev(n.StatePath, "claim "+c.ClaimUID+", driver "+c.Driver+": no device"), Ev("referenced by", pods))
+		followsDown(f, c.Driver)
+	}
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -583,5 +584,55 @@ func TestKubeReadersCallBesideEachOther(t *testing.T) {
 	runFixture(t, root, "node", Options{Layers: []report.Layer{report.LayerKube}, KubeletRPC: c})
 	if c.batches != 2 || c.together != 2 {
 		t.Errorf("%d batches of calls, %d of them in flight together; want 2 and 2", c.batches, c.together)
+	}
+}
+
+// A driver killed (its registration socket left, refusing): its claims
+// in the kubelet's state, one with no device (its prepare failed on the
+// refused connection), are consequences of the dead registration, and
+// say so. A driver merely absent (nothing of it on the node: a tree
+// holds no socket) leaves them with no cause named; a registration that
+// could not be tried says nothing of its claims (registrations unknown).
+func TestDRAClaimsFollowTheirDeadDriver(t *testing.T) {
+	const drv = "gpu.example.com"
+	state := &dra.State{ChecksumOK: true, Claims: []dra.Claim{
+		{UID: "u1", Name: "a", Namespace: "ml", Drivers: []dra.DriverClaim{{Driver: drv, Devices: []dra.ClaimDevice{{}}}}},
+		{UID: "u2", Name: "b", Namespace: "ml", Drivers: []dra.DriverClaim{{Driver: drv}}},
+	}}
+	reg := func(a kubelet.Answer) []*dra.Registration {
+		return []*dra.Registration{{Path: "/var/lib/kubelet/plugins_registry/" + drv + "-reg.sock", Name: drv + "-reg.sock", Type: "socket",
+			Dial: kubelet.Dial{Method: "GetInfo", Answer: a}}}
+	}
+	for _, c := range []struct {
+		name  string
+		regs  []*dra.Registration
+		cause string // the cause each claim finding names; "" none
+		want  []string
+	}{
+		{"its registration socket refuses", reg(kubelet.Refused), "DRA_REGISTRATION_DEAD " + drv + "-reg.sock",
+			[]string{"DRA_CLAIM_DRIVER_NOT_REGISTERED WARN", "DRA_CLAIM_NO_DEVICE WARN"}},
+		{"nothing of it on the node", nil, "", []string{"DRA_CLAIM_DRIVER_NOT_REGISTERED WARN", "DRA_CLAIM_NO_DEVICE WARN"}},
+		{"its registration could not be tried", reg(kubelet.NoAccess), "", []string{"DRA_CLAIM_NO_DEVICE WARN"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			n := &dra.Node{RegistryDir: "/var/lib/kubelet/plugins_registry", RegistryState: kubelet.Present, Registrations: c.regs,
+				StatePath: "/var/lib/kubelet/dra_manager_state", StateState: kubelet.Present, State: state}
+			out := &Out{check: &Check{ID: "kube.dra", Layer: report.LayerKube}}
+			judgeClaimDrivers(out, n)
+			var got []string
+			for _, f := range out.findings {
+				got = append(got, f.Code+" "+string(f.Status))
+				cause := ""
+				if f.CausedBy != nil {
+					cause = f.CausedBy.Code + " " + f.CausedBy.Subject
+				}
+				if cause != c.cause {
+					t.Errorf("%s: caused by %q, want %q", f.Code, cause, c.cause)
+				}
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("got %q, want %q", got, c.want)
+			}
+		})
 	}
 }
