@@ -2,7 +2,6 @@ package kubeletcli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -502,7 +501,7 @@ func mockTrigger(o deviceplugin.TestOptions) (func(context.Context) error, strin
 			sock = registeredSocket(o.KubeletDir)
 		}
 		if sock == "" {
-			why = errors.New("no plugin socket found")
+			why = fmt.Errorf("no socket in %s is served by accel-doctor's plugin mock, the only plugin this test makes change a device's health", o.KubeletDir)
 			return
 		}
 		pid, why = mockPID(sock)
