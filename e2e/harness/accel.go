@@ -106,7 +106,7 @@ func modulePath(gomod []byte) string {
 type Proc struct {
 	t    testing.TB
 	cmd  *exec.Cmd
-	args []string
+	desc string // the command line, for messages
 
 	mu      sync.Mutex
 	lines   []string
@@ -122,16 +122,24 @@ type Proc struct {
 // SIGKILL after 10 s) when the test ends, if it still runs.
 func StartAccelDoctor(t testing.TB, args ...string) *Proc {
 	t.Helper()
-	bin := AccelDoctor(t)
-	p := &Proc{t: t, args: args, changed: make(chan struct{}), done: make(chan struct{})}
-	p.cmd = exec.Command(bin, args...)
+	return StartCommand(t, exec.Command(AccelDoctor(t), args...))
+}
+
+// StartCommand starts cmd (a binary of ours or a third party's: see
+// ThirdParty) as StartAccelDoctor starts ours: its stdout lines kept for
+// WaitLine, its stderr logged when it ends, stopped with SIGTERM when the
+// test ends.
+func StartCommand(t testing.TB, cmd *exec.Cmd) *Proc {
+	t.Helper()
+	p := &Proc{t: t, cmd: cmd, desc: filepath.Base(cmd.Path) + " " + strings.Join(cmd.Args[1:], " "),
+		changed: make(chan struct{}), done: make(chan struct{})}
 	p.cmd.Stderr = &lockedWriter{mu: &p.mu, b: &p.stderr}
 	out, err := p.cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("accel-doctor %s: %v", strings.Join(args, " "), err)
+		t.Fatalf("%s: %v", p.desc, err)
 	}
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -161,7 +169,7 @@ func StartAccelDoctor(t testing.TB, args ...string) *Proc {
 		p.Stop()
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		t.Logf("accel-doctor %s: exit %d; stdout:\n%s\nstderr:\n%s", strings.Join(args, " "), p.code, strings.Join(p.lines, "\n"), p.stderr.String())
+		t.Logf("%s: exit %d; stdout:\n%s\nstderr:\n%s", p.desc, p.code, strings.Join(p.lines, "\n"), p.stderr.String())
 	})
 	return p
 }
@@ -196,11 +204,11 @@ func (p *Proc) WaitLine(ctx context.Context, prefix string, n int) (string, erro
 		lines := strings.Join(p.lines, "\n")
 		p.mu.Unlock()
 		if exited {
-			return "", fmt.Errorf("accel-doctor %s exited (%d) before printing %q %d time(s); stdout:\n%s", strings.Join(p.args, " "), code, prefix, n, lines)
+			return "", fmt.Errorf("%s exited (%d) before printing %q %d time(s); stdout:\n%s", p.desc, code, prefix, n, lines)
 		}
 		select {
 		case <-ctx.Done():
-			return "", fmt.Errorf("accel-doctor %s: %q not printed %d time(s): %v; stdout:\n%s", strings.Join(p.args, " "), prefix, n, ctx.Err(), lines)
+			return "", fmt.Errorf("%s: %q not printed %d time(s): %v; stdout:\n%s", p.desc, prefix, n, ctx.Err(), lines)
 		case <-changed:
 		}
 	}
@@ -225,7 +233,7 @@ func (p *Proc) Wait(ctx context.Context) (int, error) {
 	select {
 	case <-p.done:
 	case <-ctx.Done():
-		return 0, fmt.Errorf("accel-doctor %s did not exit: %v", strings.Join(p.args, " "), ctx.Err())
+		return 0, fmt.Errorf("%s did not exit: %v", p.desc, ctx.Err())
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -243,7 +251,7 @@ func (p *Proc) Stop() int {
 		select {
 		case <-p.done:
 		case <-time.After(10 * time.Second):
-			p.t.Errorf("accel-doctor %s: no exit 10 s after SIGTERM; killed", strings.Join(p.args, " "))
+			p.t.Errorf("%s: no exit 10 s after SIGTERM; killed", p.desc)
 			p.cmd.Process.Kill()
 			<-p.done
 		}
@@ -255,6 +263,27 @@ func (p *Proc) Stop() int {
 
 // Pid is the process's id.
 func (p *Proc) Pid() int { return p.cmd.Process.Pid }
+
+// Kill kills the process (SIGKILL: it removes nothing) and waits for it.
+func (p *Proc) Kill() {
+	p.cmd.Process.Kill()
+	<-p.done
+}
+
+// Stdout is the process's stdout so far, its lines joined.
+func (p *Proc) Stdout() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.lines, "\n")
+}
+
+// Output is what the process has written so far: its stdout lines, and
+// its stderr (a third party's log goes there).
+func (p *Proc) Output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return strings.Join(p.lines, "\n") + "\n" + p.stderr.String()
+}
 
 // Finding is one finding of an accel-doctor report (-o json), read here
 // without the product's types, as a script reading the JSON would.

@@ -63,8 +63,11 @@ const runReserve = 5 * time.Minute
 // binaries (go test -c) into a directory kept between runs beside the
 // product's (internal/testbin): go finds them up to date by their build
 // IDs, so a run that changed only the product, which the e2e tests run as
-// processes, links nothing. The first build on a machine compiles much of
-// k8s.io/kubernetes, which can take longer than a test binary has beside
+// processes, links nothing; and the third-party plugins and driver those
+// tests run (e2e/cmd/thirdparty), each built once from its release. The
+// first build on a machine compiles much of k8s.io/kubernetes (and the
+// third parties' own dependencies), which can take longer than a test
+// binary has beside
 // the rest of this module's tests on two cores: when the build has not
 // finished with runReserve left, it is stopped and the test skips, saying
 // so; the go build cache keeps every package compiled so far, and the next
@@ -107,6 +110,9 @@ func TestE2E(t *testing.T) {
 	for _, args := range [][]string{
 		{"test", "-c", "-o", bins + "/", "./..."},
 		{"vet", "./..."},
+		// The third-party plugins and driver the tests run, each from its
+		// released source (e2e/harness/thirdparty.go); kept between runs.
+		{"run", "./cmd/thirdparty"},
 	} {
 		out, err := runIn(ctx, e2e, "go", args...)
 		if ctx.Err() != nil {
@@ -115,7 +121,7 @@ func TestE2E(t *testing.T) {
 			t.Skipf("the e2e module's build did not finish in the %v this test binary could give it (%v before its -timeout): "+
 				"the first build compiles much of k8s.io/kubernetes (e2e/README.md says how long it takes). "+
 				"The go build cache keeps what was compiled: the next go test ./... goes on from there; "+
-				"or build it once beforehand with `go -C e2e test -run '^$' ./...` (.ci/run builds it beforehand)",
+				"or build it once beforehand with `go -C e2e test -run '^$' ./... && go -C e2e run ./cmd/thirdparty` (.ci/run builds it beforehand)",
 				time.Since(start).Round(time.Second), runReserve)
 		}
 		if err != nil {
