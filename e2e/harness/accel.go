@@ -71,19 +71,22 @@ func buildAccelDoctor(t testing.TB) (string, error) {
 	return filepath.Join(strings.TrimSpace(string(out)), "accel-doctor"), nil
 }
 
-// productRoot finds the product module's directory: the nearest directory
-// above the working directory whose go.mod declares productModule.
-func productRoot() (string, error) {
+// productRoot finds the product module's directory.
+func productRoot() (string, error) { return findModule(productModule) }
+
+// findModule is the nearest directory above the working directory whose
+// go.mod declares module mod.
+func findModule(mod string) (string, error) {
 	wd, err := os.Getwd()
 	if err != nil {
 		return "", err
 	}
 	for d := wd; ; d = filepath.Dir(d) {
-		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && modulePath(b) == productModule {
+		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && modulePath(b) == mod {
 			return d, nil
 		}
 		if d == filepath.Dir(d) {
-			return "", fmt.Errorf("no directory above %s holds the go.mod of %s", wd, productModule)
+			return "", fmt.Errorf("no directory above %s holds the go.mod of %s", wd, mod)
 		}
 	}
 }

@@ -99,7 +99,7 @@ func BuildThirdParty(ctx context.Context, dir string, ps ...ThirdParty) error {
 		return err
 	}
 	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN)
-	e2eDir, err := moduleDir()
+	e2eDir, err := findModule(productModule + "/e2e")
 	if err != nil {
 		return err
 	}
@@ -212,21 +212,4 @@ func goCmd(ctx context.Context, dir string, args ...string) error {
 		return fmt.Errorf("go %s in %s: %v\n%s", strings.Join(args, " "), dir, err, out)
 	}
 	return nil
-}
-
-// moduleDir is this module's directory: the nearest directory above the
-// working directory whose go.mod declares it.
-func moduleDir() (string, error) {
-	wd, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for d := wd; ; d = filepath.Dir(d) {
-		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && modulePath(b) == productModule+"/e2e" {
-			return d, nil
-		}
-		if d == filepath.Dir(d) {
-			return "", fmt.Errorf("no directory above %s holds the go.mod of %s/e2e", wd, productModule)
-		}
-	}
 }

@@ -67,8 +67,8 @@ const runReserve = 5 * time.Minute
 // tests run (e2e/cmd/thirdparty), each built once from its release. The
 // first build on a machine compiles much of k8s.io/kubernetes (and the
 // third parties' own dependencies), which can take longer than a test
-// binary has beside
-// the rest of this module's tests on two cores: when the build has not
+// binary has beside the rest of this module's tests on two cores: when the
+// build has not
 // finished with runReserve left, it is stopped and the test skips, saying
 // so; the go build cache keeps every package compiled so far, and the next
 // run goes on from there. Then it runs the binaries, two at a time as go

@@ -2,12 +2,11 @@
 // the e2e tests run (harness.AllThirdParty) into the directory the tests
 // take them from (harness.ThirdPartyDir), and prints that directory. The
 // tests build what is missing themselves; this is for building it
-// beforehand (.ci/run, internal/e2erun), within a bound of its own.
+// beforehand (.ci/run, internal/e2erun, which bounds it by its context).
 package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -18,15 +17,8 @@ import (
 )
 
 func main() {
-	timeout := flag.Duration("timeout", 0, "stop the build after this long (0: no bound)")
-	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if *timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *timeout)
-		defer cancel()
-	}
 	dir, err := harness.ThirdPartyDir()
 	if err == nil {
 		start := time.Now()
