@@ -30,6 +30,7 @@ func TestOpaqueDeviceGoneByItsNode(t *testing.T) {
 		// device.
 		{"its mount source removed", "", []string{"/dev/fpga-3.img"}, true},
 		{"its mount source there", "", []string{"/dev/nvidia0"}, false},
+		{"its mount source where the tree does not show", "", []string{"/dev/xyz/fpga-3.img"}, false},
 		// With a node given, mounts may be the driver's shared files:
 		// the node is the device, and it is there.
 		{"its node there, a mount gone", "/dev/nvidia0", []string{"/dev/fpga-3.img"}, false},
